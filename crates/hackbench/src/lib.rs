@@ -1,0 +1,1 @@
+//! A faithful reimplementation of rt-tests hackbench (work in progress).

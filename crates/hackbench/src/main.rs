@@ -1,0 +1,4 @@
+fn main() {
+    eprintln!("xrun-hackbench: not yet implemented");
+    std::process::exit(1);
+}

@@ -1,0 +1,1 @@
+//! xrun-player library (work in progress).

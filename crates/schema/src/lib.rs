@@ -1,0 +1,43 @@
+//! Serde types of every JSON document the xrunbench tools exchange.
+//!
+//! This crate is deliberately tiny (serde only): the board binaries
+//! (`xrun-player`, `xrun-hackbench`) depend on it and must cross-build for
+//! aarch64 and armv7 without pulling in host-only crates.
+//!
+//! Every document carries a `schema` string (`xrunbench.<tool>/<major>`);
+//! readers check it before trusting anything else in the document.
+
+pub mod hackbench;
+pub mod player;
+
+pub use hackbench::HackbenchReport;
+pub use player::PlayerReport;
+
+/// Summary of a fixed-size histogram of microsecond values.
+///
+/// Percentiles are those a near-miss analysis needs: the low tail (p0.1,
+/// p1) is where lost headroom shows before anything underruns.
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct HistogramSummary {
+    /// Unit of every value below (always `"us"` in schema version 1).
+    pub unit: String,
+    /// Number of samples recorded.
+    pub count: u64,
+    /// Smallest recorded value.
+    pub min: u64,
+    /// 0.1th percentile.
+    pub p0_1: u64,
+    /// 1st percentile.
+    pub p1: u64,
+    /// Median.
+    pub p50: u64,
+    /// 99th percentile.
+    pub p99: u64,
+    /// Largest recorded value.
+    pub max: u64,
+    /// Arithmetic mean.
+    pub mean: f64,
+    /// Non-empty buckets as `[value, count]`, ascending (value is the
+    /// bucket's highest equivalent value); enough to draw a CDF.
+    pub buckets: Vec<[u64; 2]>,
+}

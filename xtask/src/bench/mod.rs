@@ -1,0 +1,38 @@
+//! `cargo xtask bench <what>`: side-by-side measurements against the
+//! reference tools, in one run, reported as ratios.
+//!
+//! Benchmarks measure; they never fail on a figure. Tests assert
+//! behaviour, never speed.
+
+mod hackbench;
+mod player;
+pub mod stats;
+
+use std::process::ExitCode;
+
+use anyhow::Result;
+
+/// Arguments of `cargo xtask bench`.
+#[derive(clap::Args)]
+pub struct BenchArgs {
+    /// What to benchmark.
+    #[command(subcommand)]
+    pub what: What,
+}
+
+/// The benchmarks.
+#[derive(clap::Subcommand)]
+pub enum What {
+    /// xrun-player against aplay on the same PCM: CPU time and max RSS.
+    Player(player::Args),
+    /// xrun-hackbench against rt-tests hackbench: time and context switches.
+    Hackbench(hackbench::Args),
+}
+
+/// Runs the chosen benchmark.
+pub fn run(args: &BenchArgs) -> Result<ExitCode> {
+    match &args.what {
+        What::Player(a) => player::run(a),
+        What::Hackbench(a) => hackbench::run(a),
+    }
+}

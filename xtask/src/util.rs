@@ -1,0 +1,55 @@
+//! Small helpers shared by the verbs.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use anyhow::{bail, Context, Result};
+
+/// The workspace root (xtask's manifest lives one level below it).
+pub fn workspace_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("xtask lives inside the workspace")
+        .to_path_buf()
+}
+
+/// The `cargo` that runs us (so a rustup toolchain is honoured).
+pub fn cargo() -> Command {
+    let mut cmd = Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()));
+    cmd.current_dir(workspace_root());
+    cmd
+}
+
+/// Runs a command to completion, failing with its command line if it fails.
+pub fn run_checked(cmd: &mut Command) -> Result<()> {
+    let shown = format!("{cmd:?}");
+    let status = cmd.status().with_context(|| format!("running {shown}"))?;
+    if !status.success() {
+        bail!("{shown} failed: {status}");
+    }
+    Ok(())
+}
+
+/// Builds the release board binaries and returns the directory holding them.
+pub fn build_release_binaries(packages: &[&str]) -> Result<PathBuf> {
+    let mut cmd = cargo();
+    cmd.args(["build", "--release", "--quiet"]);
+    for p in packages {
+        cmd.args(["--package", p]);
+    }
+    run_checked(&mut cmd)?;
+    Ok(target_dir().join("release"))
+}
+
+/// Cargo's target directory (honours CARGO_TARGET_DIR).
+pub fn target_dir() -> PathBuf {
+    std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| workspace_root().join("target"))
+}
+
+/// Whether we run as root.
+pub fn is_root() -> bool {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    unsafe { libc::geteuid() == 0 }
+}
