@@ -18,7 +18,9 @@ use std::time::{Duration, Instant};
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     /// The server binary is not installed.
-    #[error("`{program}` not found: install Debian package `{package}` (cargo xtask test installs it)")]
+    #[error(
+        "`{program}` not found: install Debian package `{package}` (cargo xtask test installs it)"
+    )]
     NotInstalled {
         /// The missing program.
         program: &'static str,

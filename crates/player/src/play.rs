@@ -1,0 +1,405 @@
+//! The playback loop and its underrun accounting.
+//!
+//! Per period: wait until the device has room, measure how much audio is
+//! still queued (near misses), write, and after each write predict the
+//! moment the queue will run dry (our own clock: now + delay/rate). When a
+//! write or wait reports an underrun, its start comes from the clock we
+//! trust for this device (kernel stamp on hardware, virtual device clock,
+//! or our prediction on plugin PCMs) and its full gap ends when the stream
+//! is running again.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use xrunbench_schema::player::{ClockSource, EndReason, SelftestStall, Underrun};
+
+use crate::clock::{self, frames_to_ns, ms, MonoNs};
+use crate::nearmiss::NearMiss;
+use crate::sink::{Sink, SinkError};
+use crate::wav::WavStream;
+
+/// A stall of the writer thread, injected on purpose (self-test option).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct StallSpec {
+    /// Seconds after playback started.
+    pub at_s: f64,
+    /// Length, ms.
+    pub ms: f64,
+}
+
+impl std::str::FromStr for StallSpec {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let bad = || format!("{s:?}: expected AT_SECONDS:MILLISECONDS, e.g. 1.5:300");
+        let (at, len) = s.split_once(':').ok_or_else(bad)?;
+        let at_s: f64 = at.parse().map_err(|_| bad())?;
+        let ms: f64 = len.parse().map_err(|_| bad())?;
+        if !(at_s.is_finite() && at_s >= 0.0 && ms.is_finite() && ms > 0.0) {
+            return Err(bad());
+        }
+        Ok(StallSpec { at_s, ms })
+    }
+}
+
+/// How to play.
+#[derive(Debug, Clone, Default)]
+pub struct PlayOptions {
+    /// Stop after this many seconds of audio.
+    pub duration_s: Option<f64>,
+    /// Play the file this many times (`None`: until `duration_s`).
+    pub loops: Option<u64>,
+    /// End at the first underrun.
+    pub fatal_errors: bool,
+    /// No per-underrun lines on stderr.
+    pub quiet: bool,
+    /// Writer stalls to inject, in time order.
+    pub stalls: Vec<StallSpec>,
+}
+
+/// What the loop measured.
+#[derive(Debug, Clone)]
+pub struct PlayOutcome {
+    /// Why it ended.
+    pub ended: EndReason,
+    /// Every underrun.
+    pub events: Vec<Underrun>,
+    /// Near-miss histograms.
+    pub near_miss: NearMiss,
+    /// Frames handed to the device.
+    pub frames_written: u64,
+    /// Wall-clock seconds from the first write to the end.
+    pub wall_seconds: f64,
+    /// Stalls injected.
+    pub stalls: Vec<SelftestStall>,
+}
+
+/// A device or file failure that ends playback.
+#[derive(Debug, thiserror::Error)]
+pub enum PlayError {
+    /// The device failed.
+    #[error("device {device:?}: {what}")]
+    Device {
+        /// Device name.
+        device: String,
+        /// What failed.
+        what: String,
+    },
+    /// Reading the file failed.
+    #[error("reading the audio data: {0}")]
+    Read(#[from] std::io::Error),
+}
+
+/// An underrun noticed, waiting for the stream to run again.
+#[derive(Debug, Clone, Copy)]
+struct Pending {
+    began: MonoNs,
+    at_least_ms: Option<f64>,
+    clock: ClockSource,
+    file_frame: u64,
+    file_loop: u64,
+    queued_before_us: Option<u64>,
+}
+
+/// The state of one playback.
+struct Player<'a> {
+    sink: &'a mut dyn Sink,
+    stop: &'a AtomicBool,
+    opts: &'a PlayOptions,
+    rate: u32,
+    buffer: i64,
+    period: i64,
+    device_clock: Option<ClockSource>,
+    start: MonoNs,
+    /// Our prediction of the moment the queue runs dry.
+    dry_at: Option<MonoNs>,
+    queued_us: Option<u64>,
+    pending: Option<Pending>,
+    events: Vec<Underrun>,
+    near_miss: NearMiss,
+    frames_written: u64,
+    stalls_done: Vec<SelftestStall>,
+    next_stall: usize,
+}
+
+enum Step {
+    Continue,
+    End(EndReason),
+}
+
+/// Plays `stream` into `sink` until the end of the file (and its loops),
+/// `duration_s`, a signal (`stop`), or a fatal underrun.
+pub fn play(
+    sink: &mut dyn Sink,
+    stream: &mut WavStream,
+    opts: &PlayOptions,
+    stop: &AtomicBool,
+) -> Result<PlayOutcome, PlayError> {
+    let setup = sink.setup().clone();
+    let device_clock = if setup.backend == "virtual" {
+        Some(ClockSource::Virtual)
+    } else if setup.hardware {
+        Some(ClockSource::Kernel)
+    } else {
+        None
+    };
+    let frame_bytes = stream.spec().frame_bytes();
+    // The only buffer of the steady state, allocated (and touched) once.
+    let mut buf = vec![setup.format.silence_byte(); setup.period_frames as usize * frame_bytes];
+    let frame_limit = opts
+        .duration_s
+        .map(|d| (d * setup.rate as f64).round() as u64);
+    let loops = opts.loops.or(if opts.duration_s.is_some() {
+        None
+    } else {
+        Some(1)
+    });
+    let mut p = Player {
+        sink,
+        stop,
+        opts,
+        rate: setup.rate,
+        buffer: setup.buffer_frames as i64,
+        period: setup.period_frames as i64,
+        device_clock,
+        start: clock::now(),
+        dry_at: None,
+        queued_us: None,
+        pending: None,
+        events: Vec::with_capacity(1024),
+        near_miss: NearMiss::new(),
+        frames_written: 0,
+        stalls_done: Vec::with_capacity(opts.stalls.len()),
+        next_stall: 0,
+    };
+    let mut file_loop = 0u64;
+    let ended = loop {
+        if stop.load(Ordering::Relaxed) {
+            break EndReason::Signal;
+        }
+        let room = frame_limit.map_or(u64::MAX, |l| l - p.frames_written.min(l));
+        if room == 0 {
+            break EndReason::Duration;
+        }
+        let want = (setup.period_frames.min(room)) as usize * frame_bytes;
+        let frames = stream.read_frames(&mut buf[..want])?;
+        if frames == 0 {
+            file_loop += 1;
+            if loops.is_some_and(|n| file_loop >= n) {
+                break EndReason::EndOfFile;
+            }
+            stream.rewind();
+            continue;
+        }
+        let first_frame = stream.position() - frames as u64;
+        if let Step::End(reason) = p.write_chunk(
+            &buf[..frames * frame_bytes],
+            frame_bytes,
+            first_frame,
+            file_loop,
+        )? {
+            break reason;
+        }
+    };
+    let finish_at = clock::now();
+    let immediately = matches!(ended, EndReason::Signal | EndReason::FatalUnderrun);
+    let ended = match p.sink.finish(immediately) {
+        Ok(()) => ended,
+        Err(SinkError::Interrupted) => {
+            let _ = p.sink.finish(true);
+            EndReason::Signal
+        }
+        Err(e) => return Err(p.device_error(e)),
+    };
+    // An underrun just before the end restarts with the drain.
+    if let Some(pending) = p.pending.take() {
+        p.complete(pending, finish_at);
+    }
+    Ok(PlayOutcome {
+        ended,
+        events: p.events,
+        near_miss: p.near_miss,
+        frames_written: p.frames_written,
+        wall_seconds: ms(clock::now() - p.start) / 1e3,
+        stalls: p.stalls_done,
+    })
+}
+
+impl Player<'_> {
+    fn device_error(&self, e: SinkError) -> PlayError {
+        PlayError::Device {
+            device: self.sink.setup().device.clone(),
+            what: e.to_string(),
+        }
+    }
+
+    /// Writes one chunk completely, handling underruns on the way.
+    fn write_chunk(
+        &mut self,
+        chunk: &[u8],
+        frame_bytes: usize,
+        first_frame: u64,
+        file_loop: u64,
+    ) -> Result<Step, PlayError> {
+        let mut off = 0;
+        while off < chunk.len() {
+            if self.stop.load(Ordering::Relaxed) {
+                return Ok(Step::End(EndReason::Signal));
+            }
+            self.maybe_stall();
+            let frame = first_frame + (off / frame_bytes) as u64;
+            let result = self.sink.wait().and_then(|()| {
+                self.measure_wakeup();
+                self.sink.write(&chunk[off..])
+            });
+            match result {
+                Ok(n) => {
+                    off += n * frame_bytes;
+                    self.frames_written += n as u64;
+                    self.after_write();
+                }
+                Err(SinkError::Xrun) => {
+                    if let Step::End(r) = self.on_underrun(frame, file_loop)? {
+                        return Ok(Step::End(r));
+                    }
+                }
+                Err(SinkError::Interrupted) => {}
+                Err(e) => return Err(self.device_error(e)),
+            }
+        }
+        Ok(Step::Continue)
+    }
+
+    /// At a wake-up while running: the queued audio, and how late we woke
+    /// against the moment a period of space opened (fill = buffer − period).
+    fn measure_wakeup(&mut self) {
+        if !self.sink.is_running() {
+            return;
+        }
+        if let Some(queued) = self.sink.delay() {
+            let queued = queued.clamp(0, self.buffer);
+            let late = (self.buffer - self.period - queued).max(0);
+            self.near_miss.record(
+                frames_to_ns(queued, self.rate) as u64 / 1000,
+                frames_to_ns(late, self.rate) as u64 / 1000,
+            );
+        }
+    }
+
+    fn after_write(&mut self) {
+        let now = clock::now();
+        if let Some(queued) = self.sink.delay() {
+            self.dry_at = Some(now + frames_to_ns(queued.max(0), self.rate));
+            self.queued_us = Some(frames_to_ns(queued.max(0), self.rate) as u64 / 1000);
+        }
+        if self.pending.is_some() && self.sink.is_running() {
+            let pending = self.pending.take().expect("checked above");
+            self.complete(pending, now);
+        }
+    }
+
+    /// A plausible underrun start lies within this run and not in the future.
+    fn plausible(&self, t: MonoNs, now: MonoNs) -> bool {
+        t >= self.start && t <= now
+    }
+
+    fn on_underrun(&mut self, file_frame: u64, file_loop: u64) -> Result<Step, PlayError> {
+        let now = clock::now();
+        let stamp = self.sink.xrun_stamp().stopped_at;
+        let (began, clock_used, trusted) = match (stamp, self.device_clock) {
+            (Some(t), Some(c)) if self.plausible(t, now) => (t, c, true),
+            _ => match self.dry_at {
+                Some(t) if self.plausible(t, now) => (t, ClockSource::Player, true),
+                // No figure we could trust: the gap runs from now, and the
+                // "at least" figure is left out rather than invented.
+                _ => (now, ClockSource::Player, false),
+            },
+        };
+        let at_least_ms = trusted.then(|| ms(now - began));
+        if !self.opts.quiet {
+            match at_least_ms {
+                Some(v) => eprintln!("underrun!!! (at least {v:.3} ms long)"),
+                None => eprintln!("underrun!!! (length unknown: no trustworthy clock)"),
+            }
+        }
+        let pending = Pending {
+            began,
+            at_least_ms,
+            clock: clock_used,
+            file_frame,
+            file_loop,
+            queued_before_us: self.queued_us,
+        };
+        self.dry_at = None;
+        if self.opts.fatal_errors {
+            self.complete(pending, now);
+            if !self.opts.quiet {
+                eprintln!("xrun-player: fatal underrun (--fatal-errors)");
+            }
+            return Ok(Step::End(EndReason::FatalUnderrun));
+        }
+        self.pending = Some(pending);
+        self.sink.recover().map_err(|e| self.device_error(e))?;
+        Ok(Step::Continue)
+    }
+
+    fn complete(&mut self, p: Pending, running_again: MonoNs) {
+        self.events.push(Underrun {
+            at_s: ms(p.began - self.start) / 1e3,
+            file_frame: p.file_frame,
+            file_loop: p.file_loop,
+            at_least_ms: p.at_least_ms,
+            at_least_clock: p.clock,
+            gap_ms: ms(running_again - p.began),
+            gap_clock: p.clock,
+            queued_before_us: p.queued_before_us,
+        });
+    }
+
+    /// The self-test option: stall this (the writer) thread when due.
+    fn maybe_stall(&mut self) {
+        let Some(spec) = self.opts.stalls.get(self.next_stall).copied() else {
+            return;
+        };
+        let t0 = clock::now();
+        if ms(t0 - self.start) / 1e3 < spec.at_s {
+            return;
+        }
+        self.next_stall += 1;
+        let queued_us = self
+            .sink
+            .delay()
+            .map(|d| frames_to_ns(d.max(0), self.rate) as u64 / 1000);
+        let end = t0 + (spec.ms * 1e6) as MonoNs;
+        while !clock::sleep_until(end) {
+            if self.stop.load(Ordering::Relaxed) {
+                break;
+            }
+        }
+        let t1 = clock::now();
+        self.stalls_done.push(SelftestStall {
+            at_s: ms(t0 - self.start) / 1e3,
+            requested_ms: spec.ms,
+            actual_ms: ms(t1 - t0),
+            queued_us,
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_stall_specs() {
+        assert_eq!(
+            "1.5:300".parse(),
+            Ok(StallSpec {
+                at_s: 1.5,
+                ms: 300.0
+            })
+        );
+        for bad in ["", "1", "1:", ":3", "-1:3", "1:0", "a:b"] {
+            assert!(bad.parse::<StallSpec>().is_err(), "{bad}");
+        }
+    }
+}

@@ -1,0 +1,370 @@
+//! The `alsa` sink: any ALSA PCM by name, blocking interleaved writes.
+//!
+//! Parameters are negotiated the way aplay does it (period first, then
+//! buffer; start and stop thresholds = buffer; avail_min = period), with
+//! MONOTONIC trigger timestamps so that a hardware PCM's own stamp of the
+//! underrun compares with our clock.
+
+use std::mem::ManuallyDrop;
+
+use alsa::pcm::{Access, Format, HwParams, State, TstampType, IO, PCM};
+use alsa::{Direction, ValueOr};
+
+use super::{
+    BufferRequest, Setup, Sink, SinkError, StreamFormat, XrunStamp, DEFAULT_BUFFER_TIME_US,
+};
+use crate::clock;
+use crate::wav::SampleFormat;
+
+/// Why a PCM could not be opened or configured.
+#[derive(Debug, thiserror::Error)]
+#[error("device {device:?}: {what}")]
+pub struct OpenError {
+    /// The PCM name.
+    pub device: String,
+    /// What failed, and what the device accepts where that helps.
+    pub what: String,
+}
+
+/// An ALSA playback PCM.
+pub struct AlsaSink {
+    // `io` borrows the PCM that `pcm` owns: alsa-rs hands out exactly one IO
+    // object per PCM, so the two live together and are dropped in order
+    // (io first, then the PCM) by our Drop.
+    io: ManuallyDrop<IO<'static, u8>>,
+    pcm: *mut PCM,
+    setup: Setup,
+}
+
+impl std::fmt::Debug for AlsaSink {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AlsaSink")
+            .field("setup", &self.setup)
+            .finish()
+    }
+}
+
+fn alsa_format(f: SampleFormat) -> Format {
+    match f {
+        SampleFormat::U8 => Format::U8,
+        SampleFormat::S16Le => Format::S16LE,
+        SampleFormat::S24_3Le => Format::S243LE,
+        SampleFormat::S32Le => Format::S32LE,
+        SampleFormat::FloatLe => Format::FloatLE,
+    }
+}
+
+/// Formats worth listing when a device refuses the file's.
+const COMMON_FORMATS: &[Format] = &[
+    Format::U8,
+    Format::S16LE,
+    Format::S24LE,
+    Format::S243LE,
+    Format::S32LE,
+    Format::FloatLE,
+    Format::Float64LE,
+];
+
+fn err(device: &str, what: impl Into<String>) -> OpenError {
+    OpenError {
+        device: device.to_string(),
+        what: what.into(),
+    }
+}
+
+impl AlsaSink {
+    /// Opens `device` for playback of `fmt` with aplay's buffer rules.
+    pub fn open(
+        device: &str,
+        fmt: StreamFormat,
+        req: &BufferRequest,
+    ) -> Result<AlsaSink, OpenError> {
+        let pcm = PCM::new(device, Direction::Playback, false)
+            .map_err(|e| err(device, format!("cannot open PCM: {}", describe_errno(&e))))?;
+        let (buffer_frames, period_frames) = configure_hw(&pcm, device, fmt, req)?;
+        let (start, stop) = configure_sw(&pcm, device, buffer_frames, period_frames)?;
+        // On a card (hw:, plughw:) the kernel stamps the underrun; ioplug
+        // servers (jack, pulse, pipewire) report card -1 and do not.
+        let hardware = pcm.info().map(|i| i.get_card() >= 0).unwrap_or(false);
+        let setup = Setup {
+            backend: "alsa",
+            device: device.to_string(),
+            hardware,
+            format: fmt.format,
+            rate: fmt.rate,
+            channels: fmt.channels as u32,
+            buffer_frames,
+            period_frames,
+            start_threshold: start,
+            stop_threshold: stop,
+        };
+        let pcm = Box::into_raw(Box::new(pcm));
+        // SAFETY: `pcm` stays allocated until Drop, which drops `io` first.
+        let io = unsafe { (*pcm).io_bytes() };
+        Ok(AlsaSink {
+            io: ManuallyDrop::new(io),
+            pcm,
+            setup,
+        })
+    }
+
+    fn pcm(&self) -> &PCM {
+        // SAFETY: allocated in `open`, freed only in Drop.
+        unsafe { &*self.pcm }
+    }
+}
+
+impl Drop for AlsaSink {
+    fn drop(&mut self) {
+        // SAFETY: io borrows *pcm, so it goes first; pcm came from Box::into_raw.
+        unsafe {
+            ManuallyDrop::drop(&mut self.io);
+            drop(Box::from_raw(self.pcm));
+        }
+    }
+}
+
+fn describe_errno(e: &alsa::Error) -> String {
+    std::io::Error::from_raw_os_error(e.errno()).to_string()
+}
+
+fn configure_hw(
+    pcm: &PCM,
+    device: &str,
+    fmt: StreamFormat,
+    req: &BufferRequest,
+) -> Result<(u64, u64), OpenError> {
+    let hwp = HwParams::any(pcm).map_err(|e| {
+        err(
+            device,
+            format!("no hardware parameters: {}", describe_errno(&e)),
+        )
+    })?;
+    hwp.set_access(Access::RWInterleaved)
+        .map_err(|_| err(device, "does not accept interleaved read/write access"))?;
+    let want = alsa_format(fmt.format);
+    if hwp.set_format(want).is_err() {
+        let accepted: Vec<String> = COMMON_FORMATS
+            .iter()
+            .filter(|f| hwp.test_format(**f).is_ok())
+            .map(|f| f.to_string())
+            .collect();
+        return Err(err(
+            device,
+            format!(
+                "does not accept sample format {}; it accepts {} (use a plug: device to convert)",
+                fmt.format.alsa_name(),
+                list_or_none(&accepted)
+            ),
+        ));
+    }
+    if hwp.set_channels(fmt.channels as u32).is_err() {
+        let (lo, hi) = (
+            hwp.get_channels_min().unwrap_or(0),
+            hwp.get_channels_max().unwrap_or(0),
+        );
+        return Err(err(
+            device,
+            format!(
+                "does not accept {} channels; it accepts {lo}..={hi}",
+                fmt.channels
+            ),
+        ));
+    }
+    if hwp.set_rate(fmt.rate, ValueOr::Nearest).is_err() {
+        let (lo, hi) = (
+            hwp.get_rate_min().unwrap_or(0),
+            hwp.get_rate_max().unwrap_or(0),
+        );
+        return Err(err(
+            device,
+            format!("does not accept {} Hz; it accepts {lo}..={hi} Hz", fmt.rate),
+        ));
+    }
+    set_buffer_and_period(&hwp, device, req)?;
+    pcm.hw_params(&hwp).map_err(|e| {
+        err(
+            device,
+            format!("cannot apply hardware parameters: {}", describe_errno(&e)),
+        )
+    })?;
+    let cur = pcm.hw_params_current().map_err(|e| {
+        err(
+            device,
+            format!("cannot read back parameters: {}", describe_errno(&e)),
+        )
+    })?;
+    let buffer = cur
+        .get_buffer_size()
+        .map_err(|_| err(device, "no buffer size"))? as u64;
+    let period = cur
+        .get_period_size()
+        .map_err(|_| err(device, "no period size"))? as u64;
+    Ok((buffer, period))
+}
+
+fn list_or_none(v: &[String]) -> String {
+    if v.is_empty() {
+        "none of the common formats".into()
+    } else {
+        v.join(", ")
+    }
+}
+
+/// aplay's order and defaults: the period first (the jack plugin refuses a
+/// buffer time set first), then the buffer; buffer = min(max, 500 ms),
+/// period = buffer / 4 when not asked for.
+fn set_buffer_and_period(
+    hwp: &HwParams,
+    device: &str,
+    req: &BufferRequest,
+) -> Result<(), OpenError> {
+    let mut buffer_time = req.buffer_time_us;
+    if buffer_time.is_none() && req.buffer_frames.is_none() {
+        let max = hwp.get_buffer_time_max().unwrap_or(DEFAULT_BUFFER_TIME_US);
+        buffer_time = Some(max.min(DEFAULT_BUFFER_TIME_US));
+    }
+    let period_result = match (
+        req.period_time_us,
+        req.period_frames,
+        buffer_time,
+        req.buffer_frames,
+    ) {
+        (Some(us), _, _, _) => hwp.set_period_time_near(us, ValueOr::Nearest).map(|_| ()),
+        (None, Some(f), _, _) => hwp
+            .set_period_size_near(f as i64, ValueOr::Nearest)
+            .map(|_| ()),
+        (None, None, Some(bt), _) => hwp
+            .set_period_time_near(bt / 4, ValueOr::Nearest)
+            .map(|_| ()),
+        (None, None, None, Some(bf)) => hwp
+            .set_period_size_near(bf as i64 / 4, ValueOr::Nearest)
+            .map(|_| ()),
+        (None, None, None, None) => Ok(()),
+    };
+    period_result.map_err(|e| {
+        err(
+            device,
+            format!("cannot set the period: {}", describe_errno(&e)),
+        )
+    })?;
+    let buffer_result = match (req.buffer_frames, buffer_time) {
+        (Some(f), _) => hwp.set_buffer_size_near(f as i64).map(|_| ()),
+        (None, Some(us)) => hwp.set_buffer_time_near(us, ValueOr::Nearest).map(|_| ()),
+        (None, None) => Ok(()),
+    };
+    buffer_result.map_err(|e| {
+        err(
+            device,
+            format!("cannot set the buffer: {}", describe_errno(&e)),
+        )
+    })
+}
+
+fn configure_sw(
+    pcm: &PCM,
+    device: &str,
+    buffer: u64,
+    period: u64,
+) -> Result<(u64, u64), OpenError> {
+    let swp = pcm.sw_params_current().map_err(|e| {
+        err(
+            device,
+            format!("no software parameters: {}", describe_errno(&e)),
+        )
+    })?;
+    let set = |r: alsa::Result<()>, what: &str| {
+        r.map_err(|e| err(device, format!("cannot set {what}: {}", describe_errno(&e))))
+    };
+    set(swp.set_avail_min(period as i64), "avail_min")?;
+    set(swp.set_start_threshold(buffer as i64), "start_threshold")?;
+    set(swp.set_stop_threshold(buffer as i64), "stop_threshold")?;
+    // Timestamps are a nicety: a PCM that refuses them still plays, and
+    // the player's own clock covers it.
+    let _ = swp.set_tstamp_mode(true);
+    let _ = swp.set_tstamp_type(TstampType::Monotonic);
+    set(pcm.sw_params(&swp), "software parameters")?;
+    Ok((buffer, buffer))
+}
+
+fn classify(e: alsa::Error) -> SinkError {
+    match e.errno() {
+        libc::EPIPE => SinkError::Xrun,
+        libc::EINTR => SinkError::Interrupted,
+        libc::ESTRPIPE => SinkError::Device("device suspended (ESTRPIPE)".into()),
+        _ => SinkError::Device(format!("{}: {}", e.func(), describe_errno(&e))),
+    }
+}
+
+impl Sink for AlsaSink {
+    fn setup(&self) -> &Setup {
+        &self.setup
+    }
+
+    fn wait(&mut self) -> Result<(), SinkError> {
+        self.pcm().wait(None).map(|_| ()).map_err(classify)
+    }
+
+    fn write(&mut self, data: &[u8]) -> Result<usize, SinkError> {
+        match self.io.writei(data) {
+            Ok(n) => Ok(n),
+            Err(e) if e.errno() == libc::EAGAIN => Ok(0),
+            Err(e) => Err(classify(e)),
+        }
+    }
+
+    fn delay(&mut self) -> Option<i64> {
+        // The pulse plugin answers EIO right after prepare: unknown, not fatal.
+        self.pcm().delay().ok()
+    }
+
+    fn is_running(&mut self) -> bool {
+        matches!(self.pcm().state(), State::Running | State::Draining)
+    }
+
+    fn xrun_stamp(&mut self) -> XrunStamp {
+        if !self.setup.hardware {
+            // ioplug PCMs stamp the trigger only at start/stop, never at the
+            // underrun (see CI notes): their figure would be garbage.
+            return XrunStamp { stopped_at: None };
+        }
+        let stopped_at = self
+            .pcm()
+            .status()
+            .ok()
+            .filter(|s| s.get_state() == State::XRun)
+            .map(|s| clock::from_timespec(s.get_trigger_htstamp()))
+            .filter(|&t| t > 0);
+        XrunStamp { stopped_at }
+    }
+
+    fn recover(&mut self) -> Result<(), SinkError> {
+        self.pcm().prepare().map_err(classify)
+    }
+
+    fn finish(&mut self, immediately: bool) -> Result<(), SinkError> {
+        if immediately {
+            return self.pcm().drop().map_err(classify);
+        }
+        match self.pcm().drain() {
+            Ok(()) => Ok(()),
+            // An underrun during drain, or a signal: nothing left to play.
+            Err(e) if e.errno() == libc::EPIPE => Ok(()),
+            Err(e) => {
+                let _ = self.pcm().drop();
+                Err(classify(e))
+            }
+        }
+    }
+
+    fn describe(&mut self) -> String {
+        let mut out = match alsa::Output::buffer_open() {
+            Ok(o) => o,
+            Err(_) => return String::new(),
+        };
+        if self.pcm().dump(&mut out).is_err() {
+            return String::new();
+        }
+        out.to_string()
+    }
+}

@@ -1,0 +1,165 @@
+//! Where the audio goes: one trait, one implementation per backend.
+//!
+//! The playback loop (`crate::play`) owns the underrun accounting and the
+//! near-miss statistics; a sink only moves frames and reports the device's
+//! own state, so every backend gets the same figures.
+
+pub mod alsa;
+pub mod virtual_pcm;
+
+use crate::clock::MonoNs;
+use crate::wav::SampleFormat;
+
+/// Buffer and period as the user asked for them (aplay's options).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct BufferRequest {
+    /// `-B/--buffer-time`, µs.
+    pub buffer_time_us: Option<u32>,
+    /// `-F/--period-time`, µs.
+    pub period_time_us: Option<u32>,
+    /// `--buffer-size`, frames.
+    pub buffer_frames: Option<u64>,
+    /// `--period-size`, frames.
+    pub period_frames: Option<u64>,
+}
+
+/// aplay's default buffer time when nothing is asked: 500 ms (capped by the
+/// device's maximum).
+pub const DEFAULT_BUFFER_TIME_US: u32 = 500_000;
+
+/// The stream format to open the device with (the file's own).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StreamFormat {
+    /// Sample encoding.
+    pub format: SampleFormat,
+    /// Rate, Hz.
+    pub rate: u32,
+    /// Channels.
+    pub channels: u16,
+}
+
+/// What the device agreed to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Setup {
+    /// Backend name (`alsa`, `virtual`).
+    pub backend: &'static str,
+    /// Device name.
+    pub device: String,
+    /// Whether kernel timestamps describe the underrun moment (hardware PCM).
+    pub hardware: bool,
+    /// Format handed to the device.
+    pub format: SampleFormat,
+    /// Rate, Hz.
+    pub rate: u32,
+    /// Channels.
+    pub channels: u32,
+    /// Buffer size, frames.
+    pub buffer_frames: u64,
+    /// Period size, frames.
+    pub period_frames: u64,
+    /// Start threshold, frames.
+    pub start_threshold: u64,
+    /// Stop threshold, frames.
+    pub stop_threshold: u64,
+}
+
+/// A failure of a sink operation.
+#[derive(Debug, thiserror::Error)]
+pub enum SinkError {
+    /// The buffer ran dry (EPIPE): the stream is stopped until recovered.
+    #[error("underrun")]
+    Xrun,
+    /// A signal interrupted a blocking call.
+    #[error("interrupted")]
+    Interrupted,
+    /// The device went away or failed.
+    #[error("{0}")]
+    Device(String),
+}
+
+/// What the device itself says about an underrun it just reported.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct XrunStamp {
+    /// When the device stopped the stream for the underrun, on
+    /// CLOCK_MONOTONIC, if the device stamps that moment (hardware and
+    /// virtual PCMs do; ALSA plugin PCMs do not).
+    pub stopped_at: Option<MonoNs>,
+}
+
+/// A playback device.
+pub trait Sink {
+    /// The negotiated setup.
+    fn setup(&self) -> &Setup;
+
+    /// Blocks until at least one period can be written, the stream is not
+    /// running, or a signal arrives.
+    fn wait(&mut self) -> Result<(), SinkError>;
+
+    /// Writes up to `data.len()` bytes of whole frames, blocking while the
+    /// buffer is full; returns the frames written.
+    fn write(&mut self, data: &[u8]) -> Result<usize, SinkError>;
+
+    /// Frames queued and not yet played, if the device can tell.
+    fn delay(&mut self) -> Option<i64>;
+
+    /// Whether the stream is running (started and not stopped).
+    fn is_running(&mut self) -> bool;
+
+    /// The device's account of the underrun just reported by `Xrun`.
+    fn xrun_stamp(&mut self) -> XrunStamp;
+
+    /// Recovers from an underrun (ALSA's `prepare`), ready to be refilled.
+    fn recover(&mut self) -> Result<(), SinkError>;
+
+    /// Plays out what is queued (end of file) or drops it (`immediately`).
+    fn finish(&mut self, immediately: bool) -> Result<(), SinkError>;
+
+    /// Human-readable setup for `-v` (aplay prints alsa-lib's dump).
+    fn describe(&mut self) -> String;
+}
+
+/// Resolves a buffer request into (buffer, period) frames the way aplay
+/// does for a device without limits: buffer = 500 ms unless asked,
+/// period = buffer / 4 unless asked.
+pub fn resolve_frames(req: &BufferRequest, rate: u32) -> (u64, u64) {
+    let us_to_frames = |us: u32| (us as u64 * rate as u64 + 500_000) / 1_000_000;
+    let buffer = match (req.buffer_frames, req.buffer_time_us) {
+        (Some(f), _) => f,
+        (None, Some(us)) => us_to_frames(us),
+        (None, None) => us_to_frames(DEFAULT_BUFFER_TIME_US),
+    };
+    let period = match (req.period_frames, req.period_time_us) {
+        (Some(f), _) => f,
+        (None, Some(us)) => us_to_frames(us),
+        (None, None) => buffer / 4,
+    };
+    (buffer.max(1), period.clamp(1, buffer.max(1)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn aplay_defaults_are_500ms_in_four_periods() {
+        assert_eq!(
+            resolve_frames(&BufferRequest::default(), 48_000),
+            (24_000, 6_000)
+        );
+    }
+
+    #[test]
+    fn explicit_times_and_sizes() {
+        let req = BufferRequest {
+            buffer_time_us: Some(20_000),
+            period_time_us: Some(5_000),
+            ..Default::default()
+        };
+        assert_eq!(resolve_frames(&req, 48_000), (960, 240));
+        let req = BufferRequest {
+            buffer_frames: Some(1024),
+            ..Default::default()
+        };
+        assert_eq!(resolve_frames(&req, 44_100), (1024, 256));
+    }
+}
