@@ -4,13 +4,17 @@
 
 mod bench;
 mod deps;
+mod run;
 mod test;
 mod util;
 
 use clap::{Parser, Subcommand};
 
 #[derive(Parser)]
-#[command(name = "cargo xtask", about = "xrunbench automation: run scenarios, test, benchmark")]
+#[command(
+    name = "cargo xtask",
+    about = "xrunbench automation: run scenarios, test, benchmark"
+)]
 struct Cli {
     #[command(subcommand)]
     verb: Verb,
@@ -23,10 +27,9 @@ enum Verb {
     /// Benchmark against the reference tools (aplay, rt-tests hackbench).
     Bench(bench::BenchArgs),
     /// Run a scenario file (configurations × trials).
-    Run {
-        /// The scenario file.
-        scenario: std::path::PathBuf,
-    },
+    Run(run::RunArgs),
+    /// Restore knobs left changed by a killed run (replays its journal).
+    Restore(run::RestoreArgs),
 }
 
 fn main() -> std::process::ExitCode {
@@ -34,14 +37,8 @@ fn main() -> std::process::ExitCode {
     let result = match cli.verb {
         Verb::Test(args) => test::run(&args),
         Verb::Bench(args) => bench::run(&args),
-        Verb::Run { scenario } => {
-            eprintln!(
-                "cargo xtask run {}: not yet — the runner lands with its own issue; \
-                 meanwhile run `xrun-player` directly (see README.md)",
-                scenario.display()
-            );
-            Ok(std::process::ExitCode::from(2))
-        }
+        Verb::Run(args) => run::run(&args),
+        Verb::Restore(args) => run::restore(&args),
     };
     match result {
         Ok(code) => code,

@@ -1,0 +1,785 @@
+//! The scenario file: what the user writes (TOML, every table closed with
+//! `deny_unknown_fields`), and the resolved form the runner executes (each
+//! configuration with its `[audio]` and `[load]` overrides merged and every
+//! default filled in). Checks that need no system access live here; those
+//! that look at the machine live in `validate`.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+use serde::de::{self, MapAccess, Visitor};
+use serde::{Deserialize, Deserializer, Serialize};
+
+use super::units::{CpuList, Priority, Span};
+
+/// A problem with the scenario file: one line, naming the file and where.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct ScenarioError(pub String);
+
+/// The file as written.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ScenarioFile {
+    /// Names the results directory `results/<name>/`.
+    pub name: String,
+    /// Free text for people.
+    #[serde(default)]
+    pub description: String,
+    /// Trials per configuration.
+    #[serde(default)]
+    pub trials: Option<u32>,
+    /// How long the player plays in each trial.
+    #[serde(default)]
+    pub duration: Option<Span>,
+    /// Pause after the knobs are applied (and the load started) before the
+    /// player starts.
+    #[serde(default)]
+    pub warmup: Option<Span>,
+    /// Trial order.
+    #[serde(default)]
+    pub order: Order,
+    /// The player's settings.
+    #[serde(default)]
+    pub audio: AudioSpec,
+    /// The background load; absent means none.
+    #[serde(default)]
+    pub load: Option<LoadSetting>,
+    /// The configurations to compare.
+    #[serde(default, rename = "config")]
+    pub configs: Vec<ConfigSpec>,
+}
+
+/// Trial order: `interleaved` (A B A B …, default: slow drift of the
+/// machine, thermal or otherwise, spreads over all configurations) or
+/// `blocked` (A A … B B …).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Order {
+    /// A B A B …
+    #[default]
+    Interleaved,
+    /// A A … B B …
+    Blocked,
+}
+
+/// `[audio]` (and a configuration's `[config.audio]` override): the
+/// player's options. Every key is optional so an override names only what
+/// it changes.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AudioSpec {
+    /// A WAV file, relative to the scenario file's directory.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub file: Option<PathBuf>,
+    /// Or a tone generated into /dev/shm for the run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub generate: Option<ToneSpec>,
+    /// `alsa`, `virtual` or `auto`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backend: Option<Backend>,
+    /// ALSA PCM name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub device: Option<String>,
+    /// Ring buffer length (aplay -B).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub buffer_time: Option<Span>,
+    /// Period length (aplay -F).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub period_time: Option<Span>,
+    /// Scheduling policy of the player.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub priority: Option<Priority>,
+    /// CPU affinity of the player.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu: Option<CpuList>,
+}
+
+/// The player's backend.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Backend {
+    /// ALSA when the machine has a sound card, else the virtual sink.
+    #[default]
+    Auto,
+    /// An ALSA PCM.
+    Alsa,
+    /// The simulated device.
+    Virtual,
+}
+
+impl Backend {
+    /// The spelling `xrun-player --backend` takes.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Backend::Auto => "auto",
+            Backend::Alsa => "alsa",
+            Backend::Virtual => "virtual",
+        }
+    }
+}
+
+/// `generate = { … }`: a sine tone written as a WAV into /dev/shm.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ToneSpec {
+    /// Frequency, Hz (default 440).
+    #[serde(default = "default_tone_hz")]
+    pub tone_hz: f64,
+    /// Length of the file, seconds (default: the trial's duration; the
+    /// player loops the file when it is shorter).
+    #[serde(default)]
+    pub seconds: Option<f64>,
+    /// Sample rate, Hz (default 48000).
+    #[serde(default = "default_rate")]
+    pub rate: u32,
+    /// Channels (default 2).
+    #[serde(default = "default_channels")]
+    pub channels: u16,
+    /// Sample format (default `S16_LE`).
+    #[serde(default)]
+    pub format: SampleFormat,
+}
+
+fn default_tone_hz() -> f64 {
+    440.0
+}
+fn default_rate() -> u32 {
+    48_000
+}
+fn default_channels() -> u16 {
+    2
+}
+
+/// Sample formats the tone generator writes, in ALSA's spelling.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum SampleFormat {
+    /// Unsigned 8-bit (`U8`).
+    U8,
+    /// Signed 16-bit little endian (`S16_LE`).
+    #[default]
+    #[serde(rename = "S16_LE")]
+    S16Le,
+    /// Signed 24-bit in 3 bytes, little endian (`S24_3LE`).
+    #[serde(rename = "S24_3LE")]
+    S24Le3,
+    /// Signed 32-bit little endian (`S32_LE`).
+    #[serde(rename = "S32_LE")]
+    S32Le,
+    /// 32-bit IEEE float little endian (`FLOAT_LE`).
+    #[serde(rename = "FLOAT_LE")]
+    FloatLe,
+}
+
+/// `load = "none"` or a `[load]` table.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(untagged)]
+pub enum LoadSetting {
+    /// No background load (written `load = "none"`).
+    None(NoneWord),
+    /// A load table.
+    Table(LoadSpec),
+}
+
+/// The word `none`, serialized back as itself.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum NoneWord {
+    /// `"none"`.
+    None,
+}
+
+impl<'de> Deserialize<'de> for LoadSetting {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct LoadVisitor;
+        impl<'de> Visitor<'de> for LoadVisitor {
+            type Value = LoadSetting;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("\"none\" or a table with `hackbench` and `start_delay`")
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<LoadSetting, E> {
+                match v {
+                    "none" => Ok(LoadSetting::None(NoneWord::None)),
+                    other => Err(E::custom(format!(
+                        "load `{other}` is unknown: write load = \"none\" or a [load] table"
+                    ))),
+                }
+            }
+            fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<LoadSetting, A::Error> {
+                LoadSpec::deserialize(de::value::MapAccessDeserializer::new(map))
+                    .map(LoadSetting::Table)
+            }
+        }
+        d.deserialize_any(LoadVisitor)
+    }
+}
+
+/// `[load]`: what runs beside the player.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LoadSpec {
+    /// hackbench, run in rounds back to back for the whole trial.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hackbench: Option<HackbenchSpec>,
+    /// Start the load this long after the player started (as in the LKML
+    /// report, where hackbench was started after aplay). Default 0.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub start_delay: Option<Span>,
+}
+
+/// hackbench's parameters, with rt-tests' names and defaults.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HackbenchSpec {
+    /// `-g`, default 10.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub groups: Option<u32>,
+    /// `-f`, default 20.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fds: Option<u32>,
+    /// `-l`, default 100.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub loops: Option<u32>,
+    /// `-s`, bytes, default 100.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub datasize: Option<u32>,
+    /// `process` (default) or `thread`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mode: Option<HackbenchMode>,
+    /// `socket` (default) or `pipe`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub transport: Option<Transport>,
+}
+
+/// hackbench `-T` / `-P`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum HackbenchMode {
+    /// Worker processes (`-P`, rt-tests' default).
+    Process,
+    /// Worker threads (`-T`).
+    Thread,
+}
+
+/// hackbench's transport.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Transport {
+    /// Unix socket pairs (rt-tests' default).
+    Socket,
+    /// Pipes (`-p`).
+    Pipe,
+}
+
+/// A sysctl or debugfs value: TOML strings and integers are both accepted.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(transparent)]
+pub struct KnobValue(pub String);
+
+impl<'de> Deserialize<'de> for KnobValue {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl Visitor<'_> for V {
+            type Value = KnobValue;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a string or an integer")
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<KnobValue, E> {
+                Ok(KnobValue(v.to_string()))
+            }
+            fn visit_i64<E: de::Error>(self, v: i64) -> Result<KnobValue, E> {
+                Ok(KnobValue(v.to_string()))
+            }
+            fn visit_u64<E: de::Error>(self, v: u64) -> Result<KnobValue, E> {
+                Ok(KnobValue(v.to_string()))
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+/// One `[[config]]`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ConfigSpec {
+    /// Names the configuration in results and tables.
+    pub name: String,
+    /// The `uname -r` this configuration expects; on another kernel it is
+    /// skipped.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kernel: Option<String>,
+    /// sysctls by dotted name: `{ "kernel.sched_autogroup_enabled" = "0" }`.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub sysctl: BTreeMap<String, KnobValue>,
+    /// Words written to /sys/kernel/debug/sched/features.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub sched_features: Vec<String>,
+    /// Other files under /sys/kernel/debug/sched/: `{ base_slice_ns = 3000000 }`.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub sched_debug: BTreeMap<String, KnobValue>,
+    /// cpufreq governor for every CPU.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub governor: Option<String>,
+    /// Value held on /dev/cpu_dma_latency during each trial, µs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pm_qos_cpu_dma_latency_us: Option<u32>,
+    /// Overrides of `[audio]`.
+    #[serde(default, skip_serializing_if = "is_default_audio")]
+    pub audio: AudioSpec,
+    /// Override of `[load]` (`"none"` or a table merged over it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub load: Option<LoadSetting>,
+}
+
+fn is_default_audio(a: &AudioSpec) -> bool {
+    *a == AudioSpec::default()
+}
+
+/// Default trials per configuration.
+pub const DEFAULT_TRIALS: u32 = 3;
+/// Default trial duration.
+pub const DEFAULT_DURATION: Span = Span::from_secs(10);
+/// Default warm-up.
+pub const DEFAULT_WARMUP: Span = Span::from_secs(1);
+
+/// A scenario ready to run: defaults filled, overrides merged.
+#[derive(Debug, Clone, Serialize)]
+pub struct Scenario {
+    /// The file it came from.
+    pub path: PathBuf,
+    /// `name`.
+    pub name: String,
+    /// `description`.
+    pub description: String,
+    /// Trials per configuration.
+    pub trials: u32,
+    /// Player duration per trial.
+    pub duration: Span,
+    /// Pause before the player starts.
+    pub warmup: Span,
+    /// Trial order.
+    pub order: Order,
+    /// The configurations, in file order.
+    pub configs: Vec<Config>,
+}
+
+/// One configuration, resolved.
+#[derive(Debug, Clone, Serialize)]
+pub struct Config {
+    /// Its name.
+    pub name: String,
+    /// The kernel it expects, if any.
+    pub kernel: Option<String>,
+    /// Knobs to apply, in order.
+    pub knobs: Vec<KnobSpec>,
+    /// PM-QoS CPU DMA latency to hold, µs.
+    pub pm_qos_us: Option<u32>,
+    /// The player's settings.
+    pub audio: Audio,
+    /// The load, if any.
+    pub load: Option<Load>,
+}
+
+/// A knob setting as the scenario asks for it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum KnobSpec {
+    /// `/proc/sys/<name with dots as slashes>`.
+    Sysctl {
+        /// Dotted name.
+        name: String,
+        /// Value to write.
+        value: String,
+    },
+    /// A word for /sys/kernel/debug/sched/features (`NEXT_BUDDY`, `NO_NEXT_BUDDY`).
+    SchedFeature {
+        /// The word as written.
+        word: String,
+    },
+    /// Another file under /sys/kernel/debug/sched/.
+    SchedDebug {
+        /// File name.
+        file: String,
+        /// Value to write.
+        value: String,
+    },
+    /// cpufreq governor of every CPU.
+    Governor {
+        /// Governor name.
+        value: String,
+    },
+}
+
+/// Where the audio comes from.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AudioSource {
+    /// A file (absolute, resolved against the scenario's directory).
+    File(PathBuf),
+    /// A generated tone.
+    Generate(ToneSpec),
+}
+
+/// The player's settings, resolved.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Audio {
+    /// What to play.
+    pub source: AudioSource,
+    /// Backend.
+    pub backend: Backend,
+    /// Device (None = the player's default).
+    pub device: Option<String>,
+    /// Buffer time (None = the player's default).
+    pub buffer_time: Option<Span>,
+    /// Period time (None = the player's default).
+    pub period_time: Option<Span>,
+    /// Priority (None = inherited).
+    pub priority: Option<Priority>,
+    /// Affinity (None = all CPUs).
+    pub cpu: Option<CpuList>,
+}
+
+/// The load, resolved.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Load {
+    /// hackbench's parameters.
+    pub hackbench: Hackbench,
+    /// Delay after the player started.
+    pub start_delay: Span,
+}
+
+/// hackbench's parameters with defaults filled.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Hackbench {
+    /// `-g`.
+    pub groups: u32,
+    /// `-f`.
+    pub fds: u32,
+    /// `-l`.
+    pub loops: u32,
+    /// `-s`.
+    pub datasize: u32,
+    /// `-T` / `-P`.
+    pub mode: HackbenchMode,
+    /// `-p` or sockets.
+    pub transport: Transport,
+}
+
+/// Reads, parses and resolves a scenario; checks needing no system access.
+pub fn load(path: &Path) -> Result<(ScenarioFile, Scenario), ScenarioError> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| ScenarioError(format!("{}: cannot read: {e}", path.display())))?;
+    let file = parse(path, &text)?;
+    let scenario = resolve(path, &file)?;
+    Ok((file, scenario))
+}
+
+/// Parses TOML text; errors read `FILE:LINE:COL: message`.
+pub fn parse(path: &Path, text: &str) -> Result<ScenarioFile, ScenarioError> {
+    toml::from_str(text).map_err(|e| {
+        let place = match e.span() {
+            Some(span) => {
+                let (line, col) = line_col(text, span.start);
+                format!("{}:{line}:{col}", path.display())
+            }
+            None => path.display().to_string(),
+        };
+        ScenarioError(format!("{place}: {}", one_line(e.message())))
+    })
+}
+
+fn one_line(msg: &str) -> String {
+    msg.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+/// 1-based line and column (in characters) of a byte offset.
+fn line_col(text: &str, offset: usize) -> (usize, usize) {
+    let before = &text[..offset.min(text.len())];
+    let line = before.matches('\n').count() + 1;
+    let line_start = before.rfind('\n').map(|i| i + 1).unwrap_or(0);
+    (line, before[line_start..].chars().count() + 1)
+}
+
+/// Names used in file names: letters, digits, `.`, `_`, `-`.
+fn is_safe_name(name: &str) -> bool {
+    !name.is_empty()
+        && !name.starts_with('.')
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
+}
+
+/// Fills defaults, merges overrides, and checks what needs no system access.
+pub fn resolve(path: &Path, file: &ScenarioFile) -> Result<Scenario, ScenarioError> {
+    let err = |field: &str, msg: String| ScenarioError(format!("{}: {field}: {msg}", path.display()));
+    if !is_safe_name(&file.name) {
+        return Err(err(
+            "name",
+            format!("`{}` must be non-empty letters, digits, `.`, `_` or `-` (it names a directory)", file.name),
+        ));
+    }
+    let trials = file.trials.unwrap_or(DEFAULT_TRIALS);
+    if trials == 0 {
+        return Err(err("trials", "must be at least 1".into()));
+    }
+    let duration = file.duration.unwrap_or(DEFAULT_DURATION);
+    if duration.as_micros() < 100_000 {
+        return Err(err("duration", format!("{duration} is too short (at least 100ms)")));
+    }
+    if file.configs.is_empty() {
+        return Err(err("config", "no [[config]] table: a scenario needs at least one configuration".into()));
+    }
+    let base_dir = path.parent().unwrap_or(Path::new("."));
+    let mut configs = Vec::new();
+    for (i, c) in file.configs.iter().enumerate() {
+        let at = format!("config[{i}]");
+        if !is_safe_name(&c.name) {
+            return Err(err(
+                &format!("{at}.name"),
+                format!("`{}` must be non-empty letters, digits, `.`, `_` or `-` (it names files)", c.name),
+            ));
+        }
+        if configs.iter().any(|d: &Config| d.name == c.name) {
+            return Err(err(&format!("{at}.name"), format!("`{}` is used twice", c.name)));
+        }
+        let at = format!("config `{}`", c.name);
+        let audio = resolve_audio(&file.audio, &c.audio, base_dir, duration)
+            .map_err(|m| err(&format!("{at}: audio"), m))?;
+        let load = resolve_load(file.load.as_ref(), c.load.as_ref(), duration)
+            .map_err(|m| err(&format!("{at}: load"), m))?;
+        let knobs = collect_knobs(c).map_err(|m| err(&at, m))?;
+        configs.push(Config {
+            name: c.name.clone(),
+            kernel: c.kernel.clone(),
+            knobs,
+            pm_qos_us: c.pm_qos_cpu_dma_latency_us,
+            audio,
+            load,
+        });
+    }
+    Ok(Scenario {
+        path: path.to_path_buf(),
+        name: file.name.clone(),
+        description: file.description.clone(),
+        trials,
+        duration,
+        warmup: file.warmup.unwrap_or(DEFAULT_WARMUP),
+        order: file.order,
+        configs,
+    })
+}
+
+fn resolve_audio(
+    base: &AudioSpec,
+    over: &AudioSpec,
+    base_dir: &Path,
+    duration: Span,
+) -> Result<Audio, String> {
+    // An override naming a source replaces the base's source entirely.
+    let (file, generate) = if over.file.is_some() || over.generate.is_some() {
+        (&over.file, &over.generate)
+    } else {
+        (&base.file, &base.generate)
+    };
+    let source = match (file, generate) {
+        (Some(_), Some(_)) => return Err("set either `file` or `generate`, not both".into()),
+        (Some(f), None) => AudioSource::File(base_dir.join(f)),
+        (None, Some(g)) => AudioSource::Generate(check_tone(g, duration)?),
+        (None, None) => {
+            return Err("no sound to play: set `file = \"x.wav\"` or `generate = { tone_hz = 440 }` in [audio]".into())
+        }
+    };
+    let buffer_time = over.buffer_time.or(base.buffer_time);
+    let period_time = over.period_time.or(base.period_time);
+    if let (Some(b), Some(p)) = (buffer_time, period_time) {
+        if p >= b {
+            return Err(format!("period_time {p} must be shorter than buffer_time {b}"));
+        }
+    }
+    if buffer_time.is_some_and(|b| b.as_micros() == 0) || period_time.is_some_and(|p| p.as_micros() == 0) {
+        return Err("buffer_time and period_time must be above 0".into());
+    }
+    Ok(Audio {
+        source,
+        backend: over.backend.or(base.backend).unwrap_or_default(),
+        device: over.device.clone().or_else(|| base.device.clone()),
+        buffer_time,
+        period_time,
+        priority: over.priority.clone().or_else(|| base.priority.clone()),
+        cpu: over.cpu.clone().or_else(|| base.cpu.clone()),
+    })
+}
+
+fn check_tone(g: &ToneSpec, duration: Span) -> Result<ToneSpec, String> {
+    if !(8_000..=384_000).contains(&g.rate) {
+        return Err(format!("generate.rate {} Hz is outside 8000..384000", g.rate));
+    }
+    if !(1..=32).contains(&g.channels) {
+        return Err(format!("generate.channels {} is outside 1..32", g.channels));
+    }
+    if !(g.tone_hz > 0.0 && g.tone_hz < g.rate as f64 / 2.0) {
+        return Err(format!(
+            "generate.tone_hz {} Hz must be above 0 and below half the rate ({} Hz)",
+            g.tone_hz,
+            g.rate / 2
+        ));
+    }
+    let seconds = g.seconds.unwrap_or(duration.as_secs_f64().ceil());
+    if !(seconds > 0.0 && seconds <= 3600.0) {
+        return Err(format!("generate.seconds {seconds} is outside (0, 3600]"));
+    }
+    Ok(ToneSpec { seconds: Some(seconds), ..g.clone() })
+}
+
+fn resolve_load(
+    base: Option<&LoadSetting>,
+    over: Option<&LoadSetting>,
+    duration: Span,
+) -> Result<Option<Load>, String> {
+    let merged: Option<LoadSpec> = match (base, over) {
+        (_, Some(LoadSetting::None(_))) => None,
+        (None | Some(LoadSetting::None(_)), Some(LoadSetting::Table(t))) => Some(t.clone()),
+        (Some(LoadSetting::Table(b)), Some(LoadSetting::Table(o))) => Some(merge_load(b, o)),
+        (Some(LoadSetting::Table(b)), None) => Some(b.clone()),
+        (None | Some(LoadSetting::None(_)), None) => None,
+    };
+    let Some(spec) = merged else { return Ok(None) };
+    let Some(hb) = spec.hackbench else { return Ok(None) };
+    let start_delay = spec.start_delay.unwrap_or_default();
+    if start_delay >= duration {
+        return Err(format!("start_delay {start_delay} must be shorter than duration {duration}"));
+    }
+    let h = Hackbench {
+        groups: hb.groups.unwrap_or(10),
+        fds: hb.fds.unwrap_or(20),
+        loops: hb.loops.unwrap_or(100),
+        datasize: hb.datasize.unwrap_or(100),
+        mode: hb.mode.unwrap_or(HackbenchMode::Process),
+        transport: hb.transport.unwrap_or(Transport::Socket),
+    };
+    if h.groups == 0 || h.fds == 0 || h.loops == 0 || h.datasize == 0 {
+        return Err("hackbench groups, fds, loops and datasize must be at least 1".into());
+    }
+    if h.groups.saturating_mul(h.fds) > 10_000 {
+        return Err(format!("hackbench {} groups × {} fds is more tasks than is sane", h.groups, h.fds));
+    }
+    Ok(Some(Load { hackbench: h, start_delay }))
+}
+
+fn merge_load(b: &LoadSpec, o: &LoadSpec) -> LoadSpec {
+    let hackbench = match (&b.hackbench, &o.hackbench) {
+        (Some(b), Some(o)) => Some(HackbenchSpec {
+            groups: o.groups.or(b.groups),
+            fds: o.fds.or(b.fds),
+            loops: o.loops.or(b.loops),
+            datasize: o.datasize.or(b.datasize),
+            mode: o.mode.or(b.mode),
+            transport: o.transport.or(b.transport),
+        }),
+        (b, o) => o.clone().or_else(|| b.clone()),
+    };
+    LoadSpec { hackbench, start_delay: o.start_delay.or(b.start_delay) }
+}
+
+fn collect_knobs(c: &ConfigSpec) -> Result<Vec<KnobSpec>, String> {
+    let mut knobs = Vec::new();
+    for (name, value) in &c.sysctl {
+        let valid = !name.is_empty()
+            && name
+                .split('.')
+                .all(|p| !p.is_empty() && p != ".." && p.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-')));
+        if !valid {
+            return Err(format!("sysctl `{name}` is not a dotted sysctl name like kernel.sched_autogroup_enabled"));
+        }
+        knobs.push(KnobSpec::Sysctl { name: name.clone(), value: value.0.clone() });
+    }
+    for word in &c.sched_features {
+        let bare = word.strip_prefix("NO_").unwrap_or(word);
+        if bare.is_empty() || !bare.chars().all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_') {
+            return Err(format!("sched_features: `{word}` is not a feature word like NEXT_BUDDY or NO_NEXT_BUDDY"));
+        }
+        knobs.push(KnobSpec::SchedFeature { word: word.clone() });
+    }
+    for (file, value) in &c.sched_debug {
+        if file == "features" {
+            return Err("sched_debug: write features with `sched_features = [\"NO_NEXT_BUDDY\"]`".into());
+        }
+        if !is_safe_name(file) {
+            return Err(format!("sched_debug: `{file}` is not a file name under /sys/kernel/debug/sched/"));
+        }
+        knobs.push(KnobSpec::SchedDebug { file: file.clone(), value: value.0.clone() });
+    }
+    if let Some(g) = &c.governor {
+        if !is_safe_name(g) {
+            return Err(format!("governor `{g}` is not a governor name like performance"));
+        }
+        knobs.push(KnobSpec::Governor { value: g.clone() });
+    }
+    Ok(knobs)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse_str(text: &str) -> Result<Scenario, String> {
+        let p = Path::new("s.toml");
+        parse(p, text).and_then(|f| resolve(p, &f)).map_err(|e| e.0)
+    }
+
+    const MIN: &str = "name = \"x\"\n[audio]\ngenerate = {}\n[[config]]\nname = \"a\"\n";
+
+    #[test]
+    fn minimal_scenario_gets_defaults() {
+        let s = parse_str(MIN).unwrap();
+        assert_eq!(s.trials, DEFAULT_TRIALS);
+        assert_eq!(s.duration, DEFAULT_DURATION);
+        assert_eq!(s.order, Order::Interleaved);
+        assert!(s.configs[0].load.is_none());
+        let AudioSource::Generate(t) = &s.configs[0].audio.source else { panic!() };
+        assert_eq!((t.rate, t.channels, t.seconds), (48_000, 2, Some(10.0)));
+    }
+
+    #[test]
+    fn unknown_key_names_line_and_column() {
+        let e = parse_str("name = \"x\"\n\n[audio]\n  bufer_time = \"20ms\"\n").unwrap_err();
+        assert!(e.starts_with("s.toml:4:3: unknown field `bufer_time`"), "{e}");
+    }
+
+    #[test]
+    fn overrides_merge_field_by_field() {
+        let s = parse_str(
+            "name = \"x\"\nduration = \"5s\"\n[audio]\ngenerate = {}\npriority = \"other\"\nbuffer_time = \"20ms\"\n\
+             [load]\nhackbench = { groups = 4 }\n\
+             [[config]]\nname = \"a\"\n\
+             [[config]]\nname = \"b\"\nload = \"none\"\n[config.audio]\npriority = \"fifo:80\"\n\
+             [[config]]\nname = \"c\"\n[config.load]\nhackbench = { loops = 7 }\n",
+        )
+        .unwrap();
+        let [a, b, c] = &s.configs[..] else { panic!() };
+        assert_eq!(a.audio.priority.as_ref().unwrap().as_str(), "other");
+        assert_eq!(b.audio.priority.as_ref().unwrap().as_str(), "fifo:80");
+        assert_eq!(b.audio.buffer_time, Some(Span::from_micros(20_000)));
+        assert_eq!(a.load.as_ref().unwrap().hackbench.groups, 4);
+        assert!(b.load.is_none());
+        let hc = &c.load.as_ref().unwrap().hackbench;
+        assert_eq!((hc.groups, hc.loops, hc.fds), (4, 7, 20));
+    }
+
+    #[test]
+    fn knobs_keep_file_order_by_kind() {
+        let s = parse_str(&format!(
+            "{MIN}sysctl = {{ \"kernel.sched_autogroup_enabled\" = 0 }}\nsched_features = [\"NO_NEXT_BUDDY\"]\ngovernor = \"performance\"\n"
+        ))
+        .unwrap();
+        assert_eq!(
+            s.configs[0].knobs,
+            vec![
+                KnobSpec::Sysctl { name: "kernel.sched_autogroup_enabled".into(), value: "0".into() },
+                KnobSpec::SchedFeature { word: "NO_NEXT_BUDDY".into() },
+                KnobSpec::Governor { value: "performance".into() },
+            ]
+        );
+    }
+}

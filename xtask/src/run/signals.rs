@@ -1,0 +1,42 @@
+//! SIGINT and SIGTERM end a run cleanly: the handler only records the
+//! signal; the trial loop sees it, stops the children, restores the knobs,
+//! keeps the finished trials and exits 130.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use anyhow::{Context, Result};
+
+static STOP: AtomicUsize = AtomicUsize::new(0);
+
+/// Installs the handlers (idempotent enough: a second call adds a second
+/// handler setting the same flag).
+pub fn install() -> Result<()> {
+    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register_usize(sig, &STOP, sig as usize).context("installing signal handlers")?;
+    }
+    Ok(())
+}
+
+/// The signal that asked us to stop, if any.
+pub fn stop_requested() -> Option<i32> {
+    match STOP.load(Ordering::SeqCst) {
+        0 => None,
+        s => Some(s as i32),
+    }
+}
+
+/// Sleeps up to `d`, waking early when a stop is requested. Returns whether
+/// the whole time passed.
+pub fn sleep_unless_stopped(d: std::time::Duration) -> bool {
+    let end = std::time::Instant::now() + d;
+    loop {
+        if stop_requested().is_some() {
+            return false;
+        }
+        let now = std::time::Instant::now();
+        if now >= end {
+            return true;
+        }
+        std::thread::sleep((end - now).min(std::time::Duration::from_millis(50)));
+    }
+}
