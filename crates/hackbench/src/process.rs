@@ -1,0 +1,382 @@
+//! Process mode (`-P`, the default): one fork()ed child per worker.
+//!
+//! The fd choreography is rt-tests' `group()`: per receiver, make a pair,
+//! fork the receiver (which closes its copy of the write end), keep the
+//! write end, close the read end; then fork the senders, which inherit all
+//! write ends; then close the write ends in the parent.
+//!
+//! Unlike rt-tests, the workers live in a process group of their own, so
+//! the parent can wait for "any of *our* workers" (wait4 on `-pgid`: exact
+//! for a library caller with other children), kill them all at once, and
+//! take each one's rusage; and each child asks for SIGKILL when its parent
+//! dies (PR_SET_PDEATHSIG), so even a SIGKILLed parent leaves no orphans.
+
+use std::collections::HashMap;
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+
+use crate::fdpair::{fdpair, Pair};
+use crate::shared::Slots;
+use crate::stop;
+use crate::sys::{self, SchedGuard};
+use crate::worker::{work, Ctx, Job};
+use crate::{collect, Error, Params, RoundResult, Stamp, WorkerCause, WorkerId};
+
+/// Runs one process-mode round.
+pub(crate) fn round(p: &Params) -> Result<RoundResult, Error> {
+    let total = p.total_workers()?;
+    let slots = Slots::new(total).map_err(|e| setup("mmap", &e))?;
+    let Pair {
+        r: ready_r,
+        w: ready_w,
+    } = fdpair(p.transport)?;
+    let wake = fdpair(p.transport)?;
+    let mut bufs = Buffers {
+        send: sys::try_buffer(p.datasize as usize)?,
+        recv: sys::try_buffer(p.datasize as usize)?,
+    };
+    let mut kids = Children::new(p.fds);
+    let fds = Fds {
+        ready_out: ready_w.as_raw_fd(),
+        wakefd: wake.r.as_raw_fd(),
+    };
+    for g in 0..p.groups {
+        spawn_group(p, g, &mut kids, &slots, fds, &mut bufs)?;
+        if stop::stop_requested() {
+            return Err(Error::Interrupted);
+        }
+    }
+    // Only the workers hold the ready write end from here on, so if they
+    // all die the ready loop sees end of file instead of hanging.
+    drop(ready_w);
+    let _fifo = fifo(p)?;
+    wait_ready(&ready_r, &mut kids, &slots, total)?;
+
+    let start = Stamp::start();
+    sys::write_byte(wake.w.as_raw_fd(), b'*').map_err(|e| setup("Writing to start senders", &e))?;
+    kids.reap_all(&slots)?;
+    let end = Stamp::end();
+    collect(p, &slots, start, end)
+}
+
+/// `-F`: rt-tests switches main to SCHED_FIFO 1 after creating the workers
+/// (so they stay SCHED_OTHER); the guard switches back after the round so
+/// that the next round's workers do not inherit FIFO.
+pub(crate) fn fifo(p: &Params) -> Result<Option<SchedGuard>, Error> {
+    if !p.fifo {
+        return Ok(None);
+    }
+    SchedGuard::fifo().map(Some).map_err(|e| Error::Fifo {
+        errno: e.raw_os_error().unwrap_or(0),
+    })
+}
+
+pub(crate) fn setup(what: &'static str, e: &std::io::Error) -> Error {
+    Error::Setup {
+        what,
+        errno: e.raw_os_error().unwrap_or(0),
+    }
+}
+
+/// The message buffers, allocated before any fork; each child writes to
+/// its own copy-on-write copy, as rt-tests' children use their own stacks.
+struct Buffers {
+    send: Vec<u8>,
+    recv: Vec<u8>,
+}
+
+/// The barrier fds every worker gets.
+#[derive(Clone, Copy)]
+struct Fds {
+    ready_out: RawFd,
+    wakefd: RawFd,
+}
+
+/// Forks one group: its receivers, then its senders.
+fn spawn_group(
+    p: &Params,
+    g: u32,
+    kids: &mut Children,
+    slots: &Slots,
+    fds: Fds,
+    bufs: &mut Buffers,
+) -> Result<(), Error> {
+    let base = g as usize * 2 * p.fds as usize;
+    let packets = u64::from(p.fds) * u64::from(p.loops);
+    let mut out: Vec<OwnedFd> = Vec::new();
+    for i in 0..p.fds as usize {
+        let pair = fdpair(p.transport)?;
+        let (in_fd, own_w) = (pair.r.as_raw_fd(), pair.w.as_raw_fd());
+        let slot = slots.get(base + i);
+        let buf = &mut bufs.recv;
+        kids.fork(base + i, || {
+            // SAFETY: the child's copy of its own write end, unused by it.
+            unsafe { libc::close(own_w) };
+            let ctx = ctx(fds, p.loops, buf, slot);
+            work(Job::Receiver { in_fd, packets }, ctx)
+        })?;
+        out.push(pair.w);
+        drop(pair.r);
+    }
+    let out_fds: Vec<RawFd> = out.iter().map(|fd| fd.as_raw_fd()).collect();
+    for i in 0..p.fds as usize {
+        let idx = base + p.fds as usize + i;
+        let slot = slots.get(idx);
+        let buf = &mut bufs.send;
+        let out_fds = &out_fds;
+        kids.fork(idx, || {
+            work(Job::Sender { out_fds }, ctx(fds, p.loops, buf, slot))
+        })?;
+    }
+    Ok(())
+}
+
+fn ctx<'a>(fds: Fds, loops: u32, buf: &'a mut [u8], slot: &'a crate::shared::Slot) -> Ctx<'a> {
+    Ctx {
+        ready_out: fds.ready_out,
+        wakefd: fds.wakefd,
+        loops,
+        buf,
+        slot,
+        abort: None,
+    }
+}
+
+/// Reads one ready byte per worker. Polls with a timeout so that a worker
+/// that died before saying "ready" is noticed (rt-tests waits forever).
+fn wait_ready(
+    ready_r: &OwnedFd,
+    kids: &mut Children,
+    slots: &Slots,
+    total: usize,
+) -> Result<(), Error> {
+    let fd = ready_r.as_raw_fd();
+    let mut got = 0;
+    while got < total {
+        if stop::stop_requested() {
+            return Err(Error::Interrupted);
+        }
+        let mut pfd = libc::pollfd {
+            fd,
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // SAFETY: one valid pollfd.
+        let n = unsafe { libc::poll(&mut pfd, 1, 100) };
+        if n == 0 {
+            kids.check_early_exit(slots)?;
+            continue;
+        }
+        if n < 0 {
+            continue; // EINTR: the stop check above decides.
+        }
+        match sys::read_byte(fd, stop::stop_requested) {
+            Ok(true) => got += 1,
+            Ok(false) => {
+                kids.check_early_exit(slots)?;
+                return Err(setup(
+                    "Reading for readyfds",
+                    &std::io::Error::from_raw_os_error(libc::EPIPE),
+                ));
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {
+                return Err(Error::Interrupted)
+            }
+            Err(e) => return Err(setup("Reading for readyfds", &e)),
+        }
+    }
+    Ok(())
+}
+
+/// The forked workers of one round. Dropping it kills and reaps whatever
+/// is still running, so no error path can leave an orphan.
+struct Children {
+    fds: u32,
+    parent: libc::pid_t,
+    pgid: libc::pid_t,
+    /// pid → creation index.
+    index_of: HashMap<libc::pid_t, usize>,
+    /// Unreaped pids.
+    live: Vec<libc::pid_t>,
+}
+
+impl Children {
+    fn new(fds: u32) -> Children {
+        Children {
+            fds,
+            // SAFETY: getpid cannot fail.
+            parent: unsafe { libc::getpid() },
+            pgid: 0,
+            index_of: HashMap::new(),
+            live: Vec::new(),
+        }
+    }
+
+    /// Forks worker `index`, which runs `body` and `_exit`s 0 if it
+    /// returned true, 1 otherwise (the details are in its slot).
+    fn fork(&mut self, index: usize, body: impl FnOnce() -> bool) -> Result<(), Error> {
+        self.index_of.reserve(1);
+        self.live.reserve(1);
+        // SAFETY: the child only makes async-signal-safe calls and atomic
+        // stores before _exit (see worker.rs); it never returns.
+        let pid = unsafe { libc::fork() };
+        if pid < 0 {
+            return Err(setup("fork()", &std::io::Error::last_os_error()));
+        }
+        if pid == 0 {
+            child_init(self.pgid, self.parent);
+            let ok = std::panic::catch_unwind(std::panic::AssertUnwindSafe(body)).unwrap_or(false);
+            // SAFETY: leaving the child without running the parent's
+            // destructors or atexit handlers.
+            unsafe { libc::_exit(if ok { 0 } else { 1 }) };
+        }
+        let pgid = if self.pgid == 0 { pid } else { self.pgid };
+        // SAFETY: our own child; both sides call it to avoid the race.
+        unsafe { libc::setpgid(pid, pgid) };
+        if self.pgid == 0 {
+            self.pgid = pid;
+            stop::set_worker_pgid(pid);
+        }
+        self.index_of.insert(pid, index);
+        self.live.push(pid);
+        Ok(())
+    }
+
+    /// Reaps every worker (wait4 on our group, in exit order as rt-tests'
+    /// wait() does), storing each one's context switches in its slot. The
+    /// first failure kills the rest (which would otherwise block forever)
+    /// and is returned once all are reaped.
+    fn reap_all(&mut self, slots: &Slots) -> Result<(), Error> {
+        let mut first: Option<Error> = None;
+        while !self.live.is_empty() {
+            if self.live.len() == 1 {
+                // The group id may be reused once its last member is
+                // reaped: stop the signal handler from killing it.
+                stop::set_worker_pgid(0);
+            }
+            match self.wait_one(slots, 0) {
+                Ok(Some(Some(e))) if first.is_none() => {
+                    first = Some(e);
+                    self.kill_all();
+                }
+                Ok(_) => {}
+                Err(()) => {
+                    // EINTR: a stop request; the handler already killed
+                    // the group, but the group may not be complete.
+                    if stop::stop_requested() {
+                        self.kill_all();
+                    }
+                }
+            }
+        }
+        if stop::stop_requested() {
+            return Err(Error::Interrupted);
+        }
+        first.map_or(Ok(()), Err)
+    }
+
+    /// Before the start: has any worker already exited? If so, that is a
+    /// failure: kill and reap the rest and report it.
+    fn check_early_exit(&mut self, slots: &Slots) -> Result<(), Error> {
+        if let Ok(Some(found)) = self.wait_one(slots, libc::WNOHANG) {
+            self.kill_all();
+            self.reap_all(slots)?;
+            return Err(found.unwrap_or(Error::Setup {
+                what: "Reading for readyfds",
+                errno: libc::ECHILD,
+            }));
+        }
+        Ok(())
+    }
+
+    /// One wait4 on our group: `Ok(None)` nothing reaped (WNOHANG),
+    /// `Ok(Some(err))` reaped one (with its failure, if any), `Err(())` EINTR.
+    fn wait_one(&mut self, slots: &Slots, flags: libc::c_int) -> Result<Option<Option<Error>>, ()> {
+        let mut status = 0;
+        // SAFETY: rusage is plain data.
+        let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+        // SAFETY: valid out-pointers; -pgid is our workers' group.
+        let pid = unsafe { libc::wait4(-self.pgid, &mut status, flags, &mut ru) };
+        if pid == 0 {
+            return Ok(None);
+        }
+        if pid < 0 {
+            if sys::errno() == libc::EINTR {
+                return Err(());
+            }
+            // ECHILD: nothing left to reap (cannot happen while `live` is
+            // accurate); forget them rather than loop.
+            self.live.clear();
+            return Ok(None);
+        }
+        self.live.retain(|&p| p != pid);
+        let Some(&index) = self.index_of.get(&pid) else {
+            return Ok(Some(None));
+        };
+        let slot = slots.get(index);
+        slot.set_ctxsw(ru.ru_nvcsw, ru.ru_nivcsw);
+        Ok(Some(self.failure(index, pid, status, slot)))
+    }
+
+    /// The error for a worker that did not exit 0, if it did not.
+    fn failure(
+        &self,
+        index: usize,
+        pid: i32,
+        status: i32,
+        slot: &crate::shared::Slot,
+    ) -> Option<Error> {
+        let cause = if libc::WIFSIGNALED(status) {
+            WorkerCause::Signaled(libc::WTERMSIG(status))
+        } else if libc::WEXITSTATUS(status) == 0 {
+            return None;
+        } else {
+            match slot.outcome() {
+                (crate::Stage::Done, _) => WorkerCause::Exited(libc::WEXITSTATUS(status)),
+                (stage, errno) => WorkerCause::Failed { stage, errno },
+            }
+        };
+        Some(Error::Worker {
+            worker: WorkerId::at(index, self.fds, Some(pid)),
+            cause,
+        })
+    }
+
+    /// SIGKILLs every unreaped worker (by pid: always ours).
+    fn kill_all(&self) {
+        for &pid in &self.live {
+            // SAFETY: an unreaped child of ours.
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+        }
+    }
+}
+
+impl Drop for Children {
+    fn drop(&mut self) {
+        stop::set_worker_pgid(0);
+        self.kill_all();
+        for pid in std::mem::take(&mut self.live) {
+            let mut status = 0;
+            // SAFETY: reaping our own child; retried on EINTR.
+            while unsafe { libc::waitpid(pid, &mut status, 0) } < 0 && sys::errno() == libc::EINTR {
+            }
+        }
+    }
+}
+
+/// First thing in a child: join the workers' group, die with the parent,
+/// and take default SIGINT/SIGTERM (rt-tests' `reset_worker_signals`).
+fn child_init(pgid: libc::pid_t, parent: libc::pid_t) {
+    // SAFETY: async-signal-safe calls on the calling process only.
+    unsafe {
+        libc::setpgid(0, pgid);
+        libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+        if libc::getppid() != parent {
+            libc::_exit(1); // the parent died before prctl took effect
+        }
+        libc::signal(libc::SIGINT, libc::SIG_DFL);
+        libc::signal(libc::SIGTERM, libc::SIG_DFL);
+        let mut none: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut none);
+        libc::sigprocmask(libc::SIG_SETMASK, &none, std::ptr::null_mut());
+    }
+}
