@@ -58,7 +58,7 @@ pub struct Cli {
     #[arg(long, value_enum, default_value_t = BackendChoice::Auto)]
     pub backend: BackendChoice,
     /// Stop after SECS of audio; the file repeats until then unless --loops.
-    #[arg(long, value_name = "SECS", value_parser = positive_seconds)]
+    #[arg(long, value_name = "SECS", value_parser = positive_seconds, allow_negative_numbers = true)]
     pub duration: Option<f64>,
     /// Play the file N times.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]

@@ -16,8 +16,7 @@ fn main() -> ExitCode {
         Err(e) => {
             // One line naming the option and what was expected.
             let rendered = e.render().to_string();
-            let first = rendered.lines().next().unwrap_or("invalid arguments");
-            eprintln!("xrun-player: {}", first.trim_start_matches("error: "));
+            eprintln!("xrun-player: {}", one_line(&rendered));
             return ExitCode::from(2);
         }
     };
@@ -27,5 +26,17 @@ fn main() -> ExitCode {
             eprintln!("xrun-player: {e}");
             ExitCode::from(e.exit_code())
         }
+    }
+}
+
+/// clap's first line, completed by the next one when it ends in a colon
+/// ("the following required arguments were not provided: <FILE>").
+fn one_line(rendered: &str) -> String {
+    let mut lines = rendered.lines().map(str::trim).filter(|l| !l.is_empty());
+    let first = lines.next().unwrap_or("invalid arguments");
+    let first = first.trim_start_matches("error: ");
+    match lines.next() {
+        Some(next) if first.ends_with(':') => format!("{first} {next}"),
+        _ => first.to_string(),
     }
 }

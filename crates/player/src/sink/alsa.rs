@@ -79,10 +79,32 @@ impl AlsaSink {
         fmt: StreamFormat,
         req: &BufferRequest,
     ) -> Result<AlsaSink, OpenError> {
-        let pcm = PCM::new(device, Direction::Playback, false)
-            .map_err(|e| err(device, format!("cannot open PCM: {}", describe_errno(&e))))?;
-        let (buffer_frames, period_frames) = configure_hw(&pcm, device, fmt, req)?;
-        let (start, stop) = configure_sw(&pcm, device, buffer_frames, period_frames)?;
+        // alsa-lib and sound-server client libraries (libjack) print their
+        // own diagnostics on stderr; catch them so that an error stays one
+        // line, with their words in it.
+        let (opened, said) = capture_stderr(|| {
+            let pcm = PCM::new(device, Direction::Playback, false)
+                .map_err(|e| err(device, format!("cannot open PCM: {}", describe_errno(&e))))?;
+            let (buffer_frames, period_frames) = configure_hw(&pcm, device, fmt, req)?;
+            let thresholds = configure_sw(&pcm, device, buffer_frames, period_frames)?;
+            Ok((pcm, buffer_frames, period_frames, thresholds))
+        });
+        let (pcm, buffer_frames, period_frames, (start, stop)) =
+            opened.map_err(|mut e: OpenError| {
+                let words: Vec<&str> = said
+                    .lines()
+                    .map(str::trim)
+                    .filter(|l| !l.is_empty())
+                    .collect();
+                if !words.is_empty() {
+                    e.what = format!("{} (it said: {})", e.what, words.join("; "));
+                }
+                e
+            })?;
+        if !said.trim().is_empty() {
+            // It opened after all: pass the diagnostics on untouched.
+            eprint!("{said}");
+        }
         // On a card (hw:, plughw:) the kernel stamps the underrun; ioplug
         // servers (jack, pulse, pipewire) report card -1 and do not.
         let hardware = pcm.info().map(|i| i.get_card() >= 0).unwrap_or(false);
@@ -124,8 +146,42 @@ impl Drop for AlsaSink {
     }
 }
 
+/// Runs `f` with file descriptor 2 redirected to an in-memory file, and
+/// returns what was written there. If the redirection cannot be set up,
+/// `f` runs with stderr untouched.
+fn capture_stderr<T>(f: impl FnOnce() -> T) -> (T, String) {
+    use std::io::{Read, Seek};
+    use std::os::fd::FromRawFd;
+    // SAFETY: plain fd syscalls; every fd opened here is closed here (the
+    // memfd by the File that takes it over).
+    unsafe {
+        let mem = libc::memfd_create(c"xrun-player-stderr".as_ptr(), libc::MFD_CLOEXEC);
+        let saved = libc::dup(2);
+        if mem < 0 || saved < 0 || libc::dup2(mem, 2) < 0 {
+            for fd in [mem, saved] {
+                if fd >= 0 {
+                    libc::close(fd);
+                }
+            }
+            return (f(), String::new());
+        }
+        let result = f();
+        libc::dup2(saved, 2);
+        libc::close(saved);
+        let mut file = std::fs::File::from_raw_fd(mem);
+        let mut text = String::new();
+        let _ = file.rewind().and_then(|_| file.read_to_string(&mut text));
+        (result, text)
+    }
+}
+
 fn describe_errno(e: &alsa::Error) -> String {
-    std::io::Error::from_raw_os_error(e.errno()).to_string()
+    let text = std::io::Error::from_raw_os_error(e.errno()).to_string();
+    // strerror's words, without Rust's " (os error N)" suffix.
+    text.split(" (os error")
+        .next()
+        .unwrap_or_default()
+        .to_string()
 }
 
 fn configure_hw(

@@ -1,0 +1,153 @@
+//! Shared test helpers: WAV files, running the player, reading its report.
+#![allow(dead_code)] // each test binary uses a different subset
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::{Mutex, MutexGuard};
+
+use xrunbench_schema::PlayerReport;
+
+/// Timing tests must not run side by side: a 2-core machine has no room
+/// for two real-time players and their sound servers at once.
+pub fn timing_lock() -> MutexGuard<'static, ()> {
+    static LOCK: Mutex<()> = Mutex::new(());
+    LOCK.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// A file that is removed when dropped.
+pub struct TempFile(pub PathBuf);
+
+impl Drop for TempFile {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+fn unique(dir: &Path, name: &str) -> PathBuf {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    static SEQ: AtomicU32 = AtomicU32::new(0);
+    dir.join(format!(
+        "xrun-test-{}-{}-{name}",
+        std::process::id(),
+        SEQ.fetch_add(1, Ordering::Relaxed)
+    ))
+}
+
+/// A tone in `spec`'s format, `seconds` long, written with hound.
+pub fn tone_in(dir: &Path, spec: hound::WavSpec, seconds: f64) -> TempFile {
+    let path = unique(dir, "tone.wav");
+    let mut w = hound::WavWriter::create(&path, spec).unwrap();
+    let frames = (seconds * spec.sample_rate as f64) as u64;
+    for i in 0..frames {
+        let x = (i as f64 * 440.0 * std::f64::consts::TAU / spec.sample_rate as f64).sin() * 0.25;
+        for _ in 0..spec.channels {
+            match (spec.sample_format, spec.bits_per_sample) {
+                (hound::SampleFormat::Float, _) => w.write_sample(x as f32).unwrap(),
+                (_, 8) => w.write_sample((x * 127.0) as i8).unwrap(),
+                (_, 16) => w.write_sample((x * 32767.0) as i16).unwrap(),
+                (_, 24) => w.write_sample((x * 8_388_607.0) as i32).unwrap(),
+                (_, _) => w.write_sample((x * 2_147_483_647.0) as i32).unwrap(),
+            }
+        }
+    }
+    w.finalize().unwrap();
+    TempFile(path)
+}
+
+/// 16-bit stereo 48 kHz tone on /dev/shm (tmpfs, so no copy is made).
+pub fn tone(seconds: f64) -> TempFile {
+    tone_in(
+        Path::new("/dev/shm"),
+        hound::WavSpec {
+            channels: 2,
+            sample_rate: 48_000,
+            bits_per_sample: 16,
+            sample_format: hound::SampleFormat::Int,
+        },
+        seconds,
+    )
+}
+
+/// A file with these exact bytes.
+pub fn bytes_file(bytes: &[u8]) -> TempFile {
+    let path = unique(&std::env::temp_dir(), "bytes.wav");
+    std::fs::write(&path, bytes).unwrap();
+    TempFile(path)
+}
+
+/// The player binary.
+pub fn player() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_xrun-player"))
+}
+
+/// Runs the player with `args` and `--json` into a temp file; returns the
+/// process output and the parsed report.
+pub fn play(cmd: &mut Command, args: &[&str]) -> (Output, PlayerReport) {
+    let json = TempFile(unique(&std::env::temp_dir(), "report.json"));
+    let out = cmd
+        .args(args)
+        .arg("--json")
+        .arg(&json.0)
+        .output()
+        .expect("run xrun-player");
+    assert!(
+        out.status.success(),
+        "xrun-player {args:?} failed: {:?}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: PlayerReport =
+        serde_json::from_slice(&std::fs::read(&json.0).expect("report written"))
+            .expect("valid report");
+    (out, report)
+}
+
+/// The canonical 16-byte fmt chunk + data chunk, for malformed-file tests.
+pub fn wav_bytes(tag: u16, channels: u16, rate: u32, bits: u16, data: &[u8]) -> Vec<u8> {
+    let block = channels * bits.div_ceil(8);
+    let mut v = Vec::new();
+    v.extend_from_slice(b"RIFF");
+    v.extend_from_slice(&(36 + data.len() as u32).to_le_bytes());
+    v.extend_from_slice(b"WAVEfmt ");
+    v.extend_from_slice(&16u32.to_le_bytes());
+    v.extend_from_slice(&tag.to_le_bytes());
+    v.extend_from_slice(&channels.to_le_bytes());
+    v.extend_from_slice(&rate.to_le_bytes());
+    v.extend_from_slice(&(rate * block as u32).to_le_bytes());
+    v.extend_from_slice(&block.to_le_bytes());
+    v.extend_from_slice(&bits.to_le_bytes());
+    v.extend_from_slice(b"data");
+    v.extend_from_slice(&(data.len() as u32).to_le_bytes());
+    v.extend_from_slice(data);
+    v
+}
+
+/// Asserts that a stall produced exactly one underrun whose gap is
+/// within `tolerance_ms` of (stall − audio queued when it began).
+pub fn assert_one_underrun_per_stall(report: &PlayerReport, tolerance_ms: f64) {
+    assert_eq!(
+        report.events.len(),
+        report.selftest_stalls.len(),
+        "one underrun per stall expected: {:#?}",
+        report.events
+    );
+    for (stall, event) in report.selftest_stalls.iter().zip(&report.events) {
+        let queued_ms = stall.queued_us.expect("queued audio known") as f64 / 1e3;
+        let expected = stall.actual_ms - queued_ms;
+        eprintln!(
+            "stall {:.3} ms (asked {:.0}) with {:.3} ms queued: gap {:.3} ms, at least {:?} ms, expected {:.3} ms",
+            stall.actual_ms, stall.requested_ms, queued_ms, event.gap_ms, event.at_least_ms, expected
+        );
+        assert!(
+            (stall.actual_ms - stall.requested_ms).abs() < 5.0,
+            "the stall itself overran: {stall:?}"
+        );
+        assert!(
+            (event.gap_ms - expected).abs() <= tolerance_ms,
+            "gap {:.3} ms, expected {expected:.3} ± {tolerance_ms} ms",
+            event.gap_ms
+        );
+        let at_least = event.at_least_ms.expect("at-least figure present");
+        assert!(at_least <= event.gap_ms + 1e-6 && at_least > 0.0);
+    }
+}
