@@ -24,7 +24,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::{Duration, Instant, SystemTime};
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use serde::Serialize;
 
 use self::journal::MachineLock;
@@ -112,7 +112,8 @@ pub fn run(args: &RunArgs) -> Result<ExitCode> {
         eprintln!("xtask: {line}");
     }
     let scenario = checked.scenario;
-    let bins = binaries(args)?;
+    let needs_load = scenario.configs.iter().any(|c| c.load.is_some());
+    let bins = binaries(args, needs_load)?;
     if let Some(sig) = signals::stop_requested() {
         eprintln!("xtask: stopped by signal {sig} before the first trial");
         return Ok(ExitCode::from(EXIT_INTERRUPTED));
@@ -199,7 +200,7 @@ fn apply_options(args: &RunArgs, s: &mut Scenario) -> Result<(), String> {
     Ok(())
 }
 
-fn binaries(args: &RunArgs) -> Result<Binaries> {
+fn binaries(args: &RunArgs, needs_load: bool) -> Result<Binaries> {
     let dir = match &args.bin_dir {
         Some(d) => d.clone(),
         None => {
@@ -208,7 +209,8 @@ fn binaries(args: &RunArgs) -> Result<Binaries> {
         }
     };
     let bins = Binaries { player: dir.join("xrun-player"), hackbench: dir.join("xrun-hackbench") };
-    for b in [&bins.player, &bins.hackbench] {
+    let needed: &[&PathBuf] = if needs_load { &[&bins.player, &bins.hackbench] } else { &[&bins.player] };
+    for b in needed {
         if !b.is_file() {
             anyhow::bail!("{} not found", b.display());
         }
@@ -371,7 +373,7 @@ impl Progress {
 /// The WAV each configuration plays; generated tones live in /dev/shm and
 /// are removed when this is dropped (every exit path, panics included).
 struct PreparedAudio {
-    files: Vec<(PathBuf, f64)>,
+    files: Vec<PathBuf>,
     generated: Vec<PathBuf>,
 }
 
@@ -381,10 +383,7 @@ impl PreparedAudio {
         let mut tones: Vec<(ToneSpec, PathBuf)> = Vec::new();
         for c in &s.configs {
             match &c.audio.source {
-                AudioSource::File(p) => {
-                    let info = wav::read_info(p).with_context(|| format!("reading {}", p.display()))?;
-                    me.files.push((p.clone(), info.seconds));
-                }
+                AudioSource::File(p) => me.files.push(p.clone()),
                 AudioSource::Generate(tone) => {
                     let path = match tones.iter().find(|(t, _)| t == tone) {
                         Some((_, p)) => p.clone(),
@@ -396,7 +395,7 @@ impl PreparedAudio {
                             p
                         }
                     };
-                    me.files.push((path, tone.seconds.unwrap_or(1.0)));
+                    me.files.push(path);
                 }
             }
         }
@@ -435,12 +434,15 @@ fn dry_run(s: &Scenario, only: &[String], sys: &SysPaths, results_root: &Path) -
     let names: Vec<String> = s.configs.iter().map(|c| c.name.clone()).collect();
     let plan = plan::make_plan(&names, s.trials, s.order);
     println!(
-        "scenario {} ({}): {} configuration(s) × {} trial(s), {:?} order, {} s each after {} s warm-up",
+        "scenario {} ({}): {} configuration(s) × {} trial(s), {} order, {} s each after {} s warm-up",
         s.name,
         s.path.display(),
         s.configs.len(),
         s.trials,
-        s.order,
+        match s.order {
+            scenario::Order::Interleaved => "interleaved",
+            scenario::Order::Blocked => "blocked",
+        },
         s.duration.as_secs_f64(),
         s.warmup.as_secs_f64()
     );
@@ -449,7 +451,7 @@ fn dry_run(s: &Scenario, only: &[String], sys: &SysPaths, results_root: &Path) -
     for t in &plan {
         println!("  {:>3}. {}", t.seq, t.stem());
     }
-    for (i, c) in s.configs.iter().enumerate() {
+    for c in &s.configs {
         println!("config {}:", c.name);
         if c.knobs.is_empty() && c.pm_qos_us.is_none() {
             println!("  knobs: none");
@@ -465,14 +467,10 @@ fn dry_run(s: &Scenario, only: &[String], sys: &SysPaths, results_root: &Path) -
         }
         let wav = match &c.audio.source {
             AudioSource::File(p) => p.clone(),
-            AudioSource::Generate(_) => tmpfs_dir().join(format!("xrunbench-<pid>-{i}.wav")),
-        };
-        let secs = match &c.audio.source {
-            AudioSource::File(p) => wav::read_info(p).map(|i| i.seconds).unwrap_or(1.0),
-            AudioSource::Generate(t) => t.seconds.unwrap_or(1.0),
+            AudioSource::Generate(_) => tmpfs_dir().join("xrunbench-<pid>-<n>.wav"),
         };
         let json = Path::new("trials").join(format!(".{}-K.player.json", c.name));
-        println!("  player: xrun-player {}", trial::player_args(s, c, &wav, secs, &json).join(" "));
+        println!("  player: xrun-player {}", trial::player_args(s, c, &wav, &json).join(" "));
         match &c.load {
             Some(l) => {
                 let json = Path::new("trials").join(format!(".{}-K.load.json", c.name));

@@ -1,8 +1,9 @@
 //! One trial: apply the knobs, start the load, wait the warm-up, play,
 //! stop the load, restore the knobs, and gather the record. The player and
 //! hackbench are separate processes, as aplay and hackbench were in the bug
-//! reports, each in its own process group so a terminal's Ctrl-C reaches
-//! only us and we decide the order things stop in.
+//! reports, each in its own session (as if started from its own terminal),
+//! so a terminal's Ctrl-C reaches only us and we decide the order things
+//! stop in.
 
 use std::fs::File;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
@@ -87,7 +88,7 @@ pub struct TrialContext<'a> {
     /// Binaries.
     pub bins: &'a Binaries,
     /// The WAV each configuration plays (index = configuration).
-    pub wavs: &'a [(PathBuf, f64)],
+    pub wavs: &'a [PathBuf],
     /// The run lock (knobs may only change under it).
     pub lock: &'a MachineLock,
 }
@@ -101,8 +102,8 @@ pub fn run_trial(ctx: &TrialContext<'_>, planned: &PlannedTrial) -> Result<Trial
     let load_json = trials_dir.join(format!(".{stem}.load.json"));
     let started_at = store::rfc3339(SystemTime::now());
     let loadavg_before = fingerprint::loadavg();
-    let (wav, wav_seconds) = &ctx.wavs[planned.config];
-    let player_args = player_args(ctx.scenario, config, wav, *wav_seconds, &player_json);
+    let wav = &ctx.wavs[planned.config];
+    let player_args = player_args(ctx.scenario, config, wav, &player_json);
     let load_args = config.load.as_ref().map(|l| load_args(ctx.scenario, l, &load_json));
 
     let applied = Applied::apply(config, ctx.sys, ctx.run_dir, &stem, ctx.lock)
@@ -275,7 +276,7 @@ fn secs_arg(seconds: f64) -> String {
 }
 
 /// The player's command line (without the binary).
-pub fn player_args(s: &Scenario, c: &Config, wav: &Path, wav_seconds: f64, json: &Path) -> Vec<String> {
+pub fn player_args(s: &Scenario, c: &Config, wav: &Path, json: &Path) -> Vec<String> {
     let a = &c.audio;
     let mut args: Vec<String> = vec!["--backend".into(), a.backend.as_str().into()];
     if let Some(d) = &a.device {
@@ -293,14 +294,10 @@ pub fn player_args(s: &Scenario, c: &Config, wav: &Path, wav_seconds: f64, json:
     if let Some(cpu) = &a.cpu {
         args.extend(["--cpu".into(), cpu.as_str().into()]);
     }
-    let duration = s.duration.as_secs_f64();
-    // Loop the file as often as the duration needs; --duration ends playback.
-    let loops = (duration / wav_seconds.max(0.001)).ceil().max(1.0) as u64 + 1;
+    // The player repeats the file until --duration seconds of audio played.
     args.extend([
         "--duration".into(),
-        secs_arg(duration),
-        "--loops".into(),
-        loops.to_string(),
+        secs_arg(s.duration.as_secs_f64()),
         "--json".into(),
         json.display().to_string(),
         "-q".into(),
@@ -349,10 +346,18 @@ impl Child {
         let out = File::create(log).with_context(|| format!("creating {}", log.display()))?;
         let err = out.try_clone()?;
         let mut cmd = Command::new(bin);
-        cmd.args(args).stdin(Stdio::null()).stdout(out).stderr(err).process_group(0);
-        // SAFETY: prctl is async-signal-safe; nothing else runs in the child.
+        cmd.args(args).stdin(Stdio::null()).stdout(out).stderr(err);
+        // SAFETY: setsid and prctl are async-signal-safe; nothing else runs
+        // in the child between fork and exec.
         unsafe {
             cmd.pre_exec(|| {
+                // Its own session (and so process group, pgid = pid): like a
+                // program started in another terminal, which is what the bug
+                // reports did and what autogroup keys on; and a terminal's
+                // Ctrl-C reaches only the runner, which stops children in order.
+                if libc::setsid() < 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
                 // Should we be SIGKILLed, the child is told to stop too.
                 libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM);
                 Ok(())

@@ -1,0 +1,102 @@
+//! Scenario validation through the real binary: every invalid file of the
+//! corpus fails with exit 2 and its expected one-line message, and every
+//! shipped scenario validates (or, for debugfs-only ones on a machine
+//! without debugfs, fails with "not permitted").
+
+mod support;
+
+use std::path::Path;
+
+use support::{run_xtask, workspace};
+
+/// The `# expect: …` first line of a corpus file.
+fn expectation(path: &Path) -> String {
+    let text = std::fs::read_to_string(path).unwrap();
+    let first = text.lines().next().unwrap_or_default();
+    first.strip_prefix("# expect: ").expect("corpus files start with `# expect: `").to_string()
+}
+
+#[test]
+fn every_invalid_scenario_fails_with_its_message_and_exit_2() {
+    let dir = workspace().join("xtask/tests/scenarios/invalid");
+    let mut files: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|e| e == "toml"))
+        .collect();
+    files.sort();
+    assert!(files.len() >= 15, "corpus has {} files", files.len());
+    let mut failures = Vec::new();
+    for f in &files {
+        let want = expectation(f);
+        let out = run_xtask(&["run", f.to_str().unwrap(), "--dry-run"]);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        let name = f.file_name().unwrap().to_string_lossy();
+        let ok = out.status.code() == Some(2)
+            && stderr.contains(&want)
+            && stderr.contains(name.as_ref())
+            && !stderr.contains("panicked")
+            && stderr.lines().all(|l| l.starts_with("xtask: "));
+        if !ok {
+            failures.push(format!("{name}: exit {:?}, want `{want}`, got:\n{stderr}", out.status.code()));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+#[test]
+fn shipped_scenarios_validate_here() {
+    let dir = workspace().join("scenarios");
+    let mut n = 0;
+    for e in std::fs::read_dir(&dir).unwrap().flatten() {
+        let p = e.path();
+        if p.extension().is_none_or(|e| e != "toml") {
+            continue;
+        }
+        n += 1;
+        let out = run_xtask(&["run", p.to_str().unwrap(), "--dry-run"]);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let debugfs = std::fs::read_to_string(&p).unwrap().contains("sched_features");
+        if out.status.success() {
+            assert!(stdout.contains("plan ("), "{}: {stdout}", p.display());
+        } else {
+            // Only scenarios needing debugfs may fail here, and only cleanly.
+            assert!(debugfs && out.status.code() == Some(2), "{}: {stderr}", p.display());
+            assert!(stderr.contains("not permitted"), "{}: {stderr}", p.display());
+        }
+    }
+    assert!(n >= 5, "expected the five shipped scenarios, found {n}");
+}
+
+#[test]
+fn dry_run_shows_plan_order_and_knob_changes() {
+    let dir = tempfile::tempdir().unwrap();
+    let now = support::sysctl("kernel.sched_rr_timeslice_ms");
+    let new = support::other_timeslice(&now);
+    let p = support::scenario(
+        dir.path(),
+        "dry",
+        &format!(
+            "name = \"dry\"\ntrials = 2\norder = \"blocked\"\n[audio]\ngenerate = {{}}\nbackend = \"virtual\"\n\
+             [[config]]\nname = \"a\"\nsysctl = {{ \"kernel.sched_rr_timeslice_ms\" = {new} }}\n\
+             [[config]]\nname = \"b\"\n[[config]]\nname = \"c\"\nkernel = \"0.0-other\"\n"
+        ),
+    );
+    let out = run_xtask(&["run", p.to_str().unwrap(), "--dry-run", "--trials", "3", "--only", "a", "--only", "c"]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}{}", String::from_utf8_lossy(&out.stderr));
+    assert!(stdout.contains("skipping config `c`: it expects kernel `0.0-other`"), "{stdout}");
+    let plan: Vec<&str> = stdout.lines().filter(|l| l.trim_start().starts_with(|c: char| c.is_ascii_digit())).collect();
+    assert_eq!(plan.len(), 3, "{stdout}");
+    assert!(stdout.contains(&format!("sysctl kernel.sched_rr_timeslice_ms: {now} -> {new}")), "{stdout}");
+    assert_eq!(support::sysctl("kernel.sched_rr_timeslice_ms"), now, "dry run changed nothing");
+}
+
+#[test]
+fn unknown_only_config_is_bad_input() {
+    let out = run_xtask(&["run", "scenarios/quickstart.toml", "--dry-run", "--only", "nope"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--only nope: no such configuration"));
+}

@@ -1,0 +1,133 @@
+//! Helpers shared by the runner's integration tests: the xtask binary, the
+//! board binaries (built once per test binary), scenario files in temp
+//! dirs, real sysctls saved and compared, processes found by command line.
+
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::{Mutex, MutexGuard, OnceLock};
+
+/// Tests that change real knobs take this, so one test's "value found"
+/// is never another's "value applied".
+pub fn knob_lock() -> MutexGuard<'static, ()> {
+    static LOCK: Mutex<()> = Mutex::new(());
+    LOCK.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// The workspace root.
+pub fn workspace() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf()
+}
+
+/// The xtask binary under test.
+pub fn xtask() -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_xtask"));
+    c.current_dir(workspace());
+    c
+}
+
+/// Runs xtask with `args`, returning its output.
+pub fn run_xtask(args: &[&str]) -> Output {
+    xtask().args(args).output().expect("xtask runs")
+}
+
+/// Directory of release xrun-player / xrun-hackbench, built once, the way
+/// the runner itself builds them (same cargo, same target dir).
+pub fn bin_dir() -> PathBuf {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| {
+        let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+        let status = Command::new(cargo)
+            .current_dir(workspace())
+            .args(["build", "--release", "--quiet", "-p", "xrunbench-player", "-p", "xrunbench-hackbench"])
+            .status()
+            .expect("cargo runs");
+        assert!(status.success(), "building the board binaries failed");
+        let target = std::env::var_os("CARGO_TARGET_DIR")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| workspace().join("target"));
+        target.join("release")
+    })
+    .clone()
+}
+
+/// A sysctl's current value.
+pub fn sysctl(name: &str) -> String {
+    std::fs::read_to_string(Path::new("/proc/sys").join(name.replace('.', "/")))
+        .unwrap()
+        .trim()
+        .to_string()
+}
+
+/// A value for `kernel.sched_rr_timeslice_ms` different from the current one.
+pub fn other_timeslice(now: &str) -> &'static str {
+    if now == "50" {
+        "60"
+    } else {
+        "50"
+    }
+}
+
+/// A value for `kernel.sched_autogroup_enabled` different from the current one.
+pub fn other_autogroup(now: &str) -> &'static str {
+    if now == "0" {
+        "1"
+    } else {
+        "0"
+    }
+}
+
+/// Writes `body` as `<dir>/<name>.toml`.
+pub fn scenario(dir: &Path, name: &str, body: &str) -> PathBuf {
+    let p = dir.join(format!("{name}.toml"));
+    std::fs::write(&p, body).unwrap();
+    p
+}
+
+/// Processes whose command line contains `needle` (ours excluded).
+pub fn processes_mentioning(needle: &str) -> Vec<String> {
+    let me = std::process::id().to_string();
+    let mut out = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        if !name.chars().all(|c| c.is_ascii_digit()) || name == me {
+            continue;
+        }
+        if let Ok(cmd) = std::fs::read(e.path().join("cmdline")) {
+            let cmd = String::from_utf8_lossy(&cmd).replace('\0', " ");
+            if cmd.contains(needle) {
+                out.push(format!("{name}: {cmd}"));
+            }
+        }
+    }
+    out
+}
+
+/// Waits (up to `secs`) for `cond`; returns whether it became true.
+pub fn wait_for(secs: u64, mut cond: impl FnMut() -> bool) -> bool {
+    let end = std::time::Instant::now() + std::time::Duration::from_secs(secs);
+    while std::time::Instant::now() < end {
+        if cond() {
+            return true;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    cond()
+}
+
+/// Files under `dir` (recursive) named `name`.
+pub fn find_named(dir: &Path, name: &str) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    if let Ok(entries) = std::fs::read_dir(dir) {
+        for e in entries.flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                out.extend(find_named(&p, name));
+            } else if e.file_name() == name {
+                out.push(p);
+            }
+        }
+    }
+    out
+}
