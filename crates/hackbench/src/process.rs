@@ -80,8 +80,8 @@ pub(crate) fn setup(what: &'static str, e: &std::io::Error) -> Error {
 /// The message buffers, allocated before any fork; each child writes to
 /// its own copy-on-write copy, as rt-tests' children use their own stacks.
 struct Buffers {
-    send: Vec<u8>,
-    recv: Vec<u8>,
+    send: sys::MsgBuf,
+    recv: sys::MsgBuf,
 }
 
 /// The barrier fds every worker gets.
@@ -107,7 +107,7 @@ fn spawn_group(
         let pair = fdpair(p.transport)?;
         let (in_fd, own_w) = (pair.r.as_raw_fd(), pair.w.as_raw_fd());
         let slot = slots.get(base + i);
-        let buf = &mut bufs.recv;
+        let buf = bufs.recv.as_mut_slice();
         kids.fork(base + i, || {
             // SAFETY: the child's copy of its own write end, unused by it.
             unsafe { libc::close(own_w) };
@@ -121,7 +121,7 @@ fn spawn_group(
     for i in 0..p.fds as usize {
         let idx = base + p.fds as usize + i;
         let slot = slots.get(idx);
-        let buf = &mut bufs.send;
+        let buf = bufs.send.as_mut_slice();
         let out_fds = &out_fds;
         kids.fork(idx, || {
             work(Job::Sender { out_fds }, ctx(fds, p.loops, buf, slot))
@@ -279,7 +279,8 @@ impl Children {
     fn check_early_exit(&mut self, slots: &Slots) -> Result<(), Error> {
         if let Ok(Some(found)) = self.wait_one(slots, libc::WNOHANG) {
             self.kill_all();
-            self.reap_all(slots)?;
+            // The others die of our SIGKILL; the one found is the cause.
+            let _ = self.reap_all(slots);
             return Err(found.unwrap_or(Error::Setup {
                 what: "Reading for readyfds",
                 errno: libc::ECHILD,

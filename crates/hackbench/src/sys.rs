@@ -77,14 +77,38 @@ pub(crate) fn write_byte(fd: RawFd, byte: u8) -> io::Result<()> {
     }
 }
 
-/// Allocates a zeroed buffer, returning an error instead of aborting when
-/// the size asked for (`-s`) cannot be had.
-pub(crate) fn try_buffer(len: usize) -> Result<Vec<u8>, crate::Error> {
-    let mut v = Vec::new();
-    v.try_reserve_exact(len)
-        .map_err(|_| crate::Error::Alloc { bytes: len as u64 })?;
-    v.resize(len, 0);
-    Ok(v)
+/// A message buffer that shares no cache line with any other allocation.
+///
+/// rt-tests keeps each thread's buffer on that thread's own stack; packing
+/// 100-byte heap buffers next to each other instead would make receivers
+/// on different CPUs false-share cache lines and slow thread mode down.
+pub(crate) struct MsgBuf {
+    raw: Vec<u8>,
+    start: usize,
+    len: usize,
+}
+
+/// Cache line size assumed for padding (128 covers adjacent-line prefetch).
+const LINE: usize = 128;
+
+impl MsgBuf {
+    /// The usable `len` bytes.
+    pub(crate) fn as_mut_slice(&mut self) -> &mut [u8] {
+        &mut self.raw[self.start..self.start + self.len]
+    }
+}
+
+/// Allocates a zeroed, line-padded buffer, returning an error instead of
+/// aborting when the size asked for (`-s`) cannot be had.
+pub(crate) fn try_buffer(len: usize) -> Result<MsgBuf, crate::Error> {
+    let alloc_err = || crate::Error::Alloc { bytes: len as u64 };
+    let total = len.checked_add(2 * LINE).ok_or_else(alloc_err)?;
+    let mut raw = Vec::new();
+    raw.try_reserve_exact(total).map_err(|_| alloc_err())?;
+    raw.resize(total, 0);
+    let addr = raw.as_ptr() as usize;
+    let start = LINE - addr % LINE;
+    Ok(MsgBuf { raw, start, len })
 }
 
 /// The scheduling policy and priority of the calling thread, to restore

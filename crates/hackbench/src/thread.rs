@@ -120,7 +120,7 @@ fn make_pairs(p: &Params) -> Result<Vec<Pair>, Error> {
 }
 
 /// One `datasize` buffer per worker (each rt-tests thread has its own).
-fn make_buffers(p: &Params, total: usize) -> Result<Vec<Vec<u8>>, Error> {
+fn make_buffers(p: &Params, total: usize) -> Result<Vec<sys::MsgBuf>, Error> {
     let mut bufs = Vec::new();
     bufs.try_reserve_exact(total).map_err(|_| Error::Alloc {
         bytes: u64::from(p.datasize),
@@ -147,7 +147,7 @@ impl<'scope, 'env> Team<'scope, 'env> {
         s: &'scope std::thread::Scope<'scope, 'env>,
         p: &'env Params,
         pairs: &'env [Pair],
-        bufs: Vec<Vec<u8>>,
+        bufs: Vec<sys::MsgBuf>,
         slots: &'env Slots,
         ids: Ids,
     ) -> Result<(), Error> {
@@ -164,7 +164,9 @@ impl<'scope, 'env> Team<'scope, 'env> {
                     s,
                     base + i,
                     job,
-                    bufs.next().unwrap_or_default(),
+                    bufs.next().ok_or(Error::Alloc {
+                        bytes: u64::from(p.datasize),
+                    })?,
                     slots,
                     ids,
                     p.loops,
@@ -176,7 +178,9 @@ impl<'scope, 'env> Team<'scope, 'env> {
                     s,
                     base + fds + i,
                     job,
-                    bufs.next().unwrap_or_default(),
+                    bufs.next().ok_or(Error::Alloc {
+                        bytes: u64::from(p.datasize),
+                    })?,
                     slots,
                     ids,
                     p.loops,
@@ -195,7 +199,7 @@ impl<'scope, 'env> Team<'scope, 'env> {
         s: &'scope std::thread::Scope<'scope, 'env>,
         index: usize,
         job: WorkerJob<'env>,
-        mut buf: Vec<u8>,
+        mut buf: sys::MsgBuf,
         slots: &'env Slots,
         ids: Ids,
         loops: u32,
@@ -214,7 +218,7 @@ impl<'scope, 'env> Team<'scope, 'env> {
                     ready_out: ids.ready_out,
                     wakefd: ids.wakefd,
                     loops,
-                    buf: &mut buf,
+                    buf: buf.as_mut_slice(),
                     slot,
                     abort: Some(&shared.abort),
                 };
