@@ -13,7 +13,10 @@ use support::{run_xtask, workspace};
 fn expectation(path: &Path) -> String {
     let text = std::fs::read_to_string(path).unwrap();
     let first = text.lines().next().unwrap_or_default();
-    first.strip_prefix("# expect: ").expect("corpus files start with `# expect: `").to_string()
+    first
+        .strip_prefix("# expect: ")
+        .expect("corpus files start with `# expect: `")
+        .to_string()
 }
 
 #[test]
@@ -39,7 +42,10 @@ fn every_invalid_scenario_fails_with_its_message_and_exit_2() {
             && !stderr.contains("panicked")
             && stderr.lines().all(|l| l.starts_with("xtask: "));
         if !ok {
-            failures.push(format!("{name}: exit {:?}, want `{want}`, got:\n{stderr}", out.status.code()));
+            failures.push(format!(
+                "{name}: exit {:?}, want `{want}`, got:\n{stderr}",
+                out.status.code()
+            ));
         }
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
@@ -58,13 +64,23 @@ fn shipped_scenarios_validate_here() {
         let out = run_xtask(&["run", p.to_str().unwrap(), "--dry-run"]);
         let stderr = String::from_utf8_lossy(&out.stderr);
         let stdout = String::from_utf8_lossy(&out.stdout);
-        let debugfs = std::fs::read_to_string(&p).unwrap().contains("sched_features");
+        let debugfs = std::fs::read_to_string(&p)
+            .unwrap()
+            .contains("sched_features");
         if out.status.success() {
             assert!(stdout.contains("plan ("), "{}: {stdout}", p.display());
         } else {
             // Only scenarios needing debugfs may fail here, and only cleanly.
-            assert!(debugfs && out.status.code() == Some(2), "{}: {stderr}", p.display());
-            assert!(stderr.contains("not permitted"), "{}: {stderr}", p.display());
+            assert!(
+                debugfs && out.status.code() == Some(2),
+                "{}: {stderr}",
+                p.display()
+            );
+            assert!(
+                stderr.contains("not permitted"),
+                "{}: {stderr}",
+                p.display()
+            );
         }
     }
     assert!(n >= 5, "expected the five shipped scenarios, found {n}");
@@ -84,19 +100,54 @@ fn dry_run_shows_plan_order_and_knob_changes() {
              [[config]]\nname = \"b\"\n[[config]]\nname = \"c\"\nkernel = \"0.0-other\"\n"
         ),
     );
-    let out = run_xtask(&["run", p.to_str().unwrap(), "--dry-run", "--trials", "3", "--only", "a", "--only", "c"]);
+    let out = run_xtask(&[
+        "run",
+        p.to_str().unwrap(),
+        "--dry-run",
+        "--trials",
+        "3",
+        "--only",
+        "a",
+        "--only",
+        "c",
+    ]);
     let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "{stdout}{}", String::from_utf8_lossy(&out.stderr));
-    assert!(stdout.contains("skipping config `c`: it expects kernel `0.0-other`"), "{stdout}");
-    let plan: Vec<&str> = stdout.lines().filter(|l| l.trim_start().starts_with(|c: char| c.is_ascii_digit())).collect();
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        stdout.contains("skipping config `c`: it expects kernel `0.0-other`"),
+        "{stdout}"
+    );
+    let plan: Vec<&str> = stdout
+        .lines()
+        .filter(|l| l.trim_start().starts_with(|c: char| c.is_ascii_digit()))
+        .collect();
     assert_eq!(plan.len(), 3, "{stdout}");
-    assert!(stdout.contains(&format!("sysctl kernel.sched_rr_timeslice_ms: {now} -> {new}")), "{stdout}");
-    assert_eq!(support::sysctl("kernel.sched_rr_timeslice_ms"), now, "dry run changed nothing");
+    assert!(
+        stdout.contains(&format!(
+            "sysctl kernel.sched_rr_timeslice_ms: {now} -> {new}"
+        )),
+        "{stdout}"
+    );
+    assert_eq!(
+        support::sysctl("kernel.sched_rr_timeslice_ms"),
+        now,
+        "dry run changed nothing"
+    );
 }
 
 #[test]
 fn unknown_only_config_is_bad_input() {
-    let out = run_xtask(&["run", "scenarios/quickstart.toml", "--dry-run", "--only", "nope"]);
+    let out = run_xtask(&[
+        "run",
+        "scenarios/quickstart.toml",
+        "--dry-run",
+        "--only",
+        "nope",
+    ]);
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("--only nope: no such configuration"));
 }

@@ -17,7 +17,10 @@ pub fn knob_lock() -> MutexGuard<'static, ()> {
 
 /// The workspace root.
 pub fn workspace() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf()
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap()
+        .to_path_buf()
 }
 
 /// The xtask binary under test.
@@ -40,7 +43,15 @@ pub fn bin_dir() -> PathBuf {
         let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
         let status = Command::new(cargo)
             .current_dir(workspace())
-            .args(["build", "--release", "--quiet", "-p", "xrunbench-player", "-p", "xrunbench-hackbench"])
+            .args([
+                "build",
+                "--release",
+                "--quiet",
+                "-p",
+                "xrunbench-player",
+                "-p",
+                "xrunbench-hackbench",
+            ])
             .status()
             .expect("cargo runs");
         assert!(status.success(), "building the board binaries failed");
