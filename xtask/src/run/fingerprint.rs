@@ -40,22 +40,30 @@ pub fn collect() -> Fingerprint {
         kernel: super::validate::kernel_release(),
         cmdline: read_trimmed("/proc/cmdline"),
         cpu_model: cpu_model(),
-        cpu_count: std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0),
+        cpu_count: std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(0),
         governors: governors(),
         sched_sysctls: sched_sysctls(),
-        config_gz_sha256: fs::read("/proc/config.gz").ok().map(|b| hex(&Sha256::digest(&b))),
+        config_gz_sha256: fs::read("/proc/config.gz")
+            .ok()
+            .map(|b| hex(&Sha256::digest(&b))),
         xrunbench_version: env!("CARGO_PKG_VERSION").to_string(),
         git_commit: git_commit(),
     }
 }
 
 fn read_trimmed(path: &str) -> String {
-    fs::read_to_string(path).map(|s| s.trim().to_string()).unwrap_or_default()
+    fs::read_to_string(path)
+        .map(|s| s.trim().to_string())
+        .unwrap_or_default()
 }
 
 fn command_output(cmd: &str, args: &[&str]) -> Option<String> {
     let out = Command::new(cmd).args(args).output().ok()?;
-    out.status.success().then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
+    out.status
+        .success()
+        .then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
 }
 
 fn cpu_model() -> String {
@@ -64,7 +72,8 @@ fn cpu_model() -> String {
         .find_map(|l| {
             let (k, v) = l.split_once(':')?;
             // x86 says "model name", arm64 often only "Hardware" or "CPU part".
-            matches!(k.trim(), "model name" | "Hardware" | "Processor").then(|| v.trim().to_string())
+            matches!(k.trim(), "model name" | "Hardware" | "Processor")
+                .then(|| v.trim().to_string())
         })
         .unwrap_or_else(|| "unknown".into())
 }
@@ -74,7 +83,10 @@ fn governors() -> BTreeMap<String, String> {
     if let Ok(entries) = fs::read_dir("/sys/devices/system/cpu") {
         for e in entries.flatten() {
             let name = e.file_name().to_string_lossy().into_owned();
-            if name.strip_prefix("cpu").is_some_and(|n| n.parse::<u32>().is_ok()) {
+            if name
+                .strip_prefix("cpu")
+                .is_some_and(|n| n.parse::<u32>().is_ok())
+            {
                 if let Ok(g) = fs::read_to_string(e.path().join("cpufreq/scaling_governor")) {
                     out.insert(name, g.trim().to_string());
                 }
@@ -101,7 +113,12 @@ fn sched_sysctls() -> BTreeMap<String, String> {
 
 fn git_commit() -> Option<String> {
     let root = crate::util::workspace_root();
-    let out = Command::new("git").arg("-C").arg(&root).args(["rev-parse", "HEAD"]).output().ok()?;
+    let out = Command::new("git")
+        .arg("-C")
+        .arg(&root)
+        .args(["rev-parse", "HEAD"])
+        .output()
+        .ok()?;
     if !out.status.success() {
         return None;
     }
@@ -151,6 +168,9 @@ mod tests {
         let f = super::collect();
         assert!(!f.kernel.is_empty());
         assert!(f.uname.contains(&f.kernel));
-        assert!(f.sched_sysctls.keys().all(|k| k.starts_with("kernel.sched_")));
+        assert!(f
+            .sched_sysctls
+            .keys()
+            .all(|k| k.starts_with("kernel.sched_")));
     }
 }

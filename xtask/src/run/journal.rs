@@ -69,7 +69,8 @@ impl MachineLock {
     /// Takes the lock, saying who holds it while waiting.
     pub fn acquire() -> Result<Self> {
         let dir = state_dir();
-        fs::create_dir_all(dir.join("pending")).with_context(|| format!("creating {}", dir.display()))?;
+        fs::create_dir_all(dir.join("pending"))
+            .with_context(|| format!("creating {}", dir.display()))?;
         let path = dir.join("lock");
         let mut file = OpenOptions::new()
             .read(true)
@@ -139,7 +140,13 @@ pub struct Applied {
 impl Applied {
     /// Reads every knob, journals the values, then applies the new ones.
     /// If any write fails, everything is restored before returning the error.
-    pub fn apply(config: &Config, sys: &SysPaths, run_dir: &Path, trial: &str, _lock: &MachineLock) -> Result<Self> {
+    pub fn apply(
+        config: &Config,
+        sys: &SysPaths,
+        run_dir: &Path,
+        trial: &str,
+        _lock: &MachineLock,
+    ) -> Result<Self> {
         let mut entries = Vec::new();
         for spec in &config.knobs {
             for w in knobs::expand(spec, sys)? {
@@ -155,12 +162,22 @@ impl Applied {
             entries: entries.clone(),
         };
         if !entries.is_empty() {
-            let journal = fs::canonicalize(run_dir).unwrap_or(run_dir.to_path_buf()).join(JOURNAL_NAME);
+            let journal = fs::canonicalize(run_dir)
+                .unwrap_or(run_dir.to_path_buf())
+                .join(JOURNAL_NAME);
             write_json(&journal, &doc)?;
-            fs::write(pointer_for(&journal), journal.as_os_str().as_encoded_bytes())
-                .context("writing the journal pointer")?;
+            fs::write(
+                pointer_for(&journal),
+                journal.as_os_str().as_encoded_bytes(),
+            )
+            .context("writing the journal pointer")?;
         }
-        let mut applied = Applied { journal, entries, done: false, _pm_qos: None };
+        let mut applied = Applied {
+            journal,
+            entries,
+            done: false,
+            _pm_qos: None,
+        };
         for s in &applied.entries {
             // On error `applied` drops here and restores what it read.
             knobs::write_value(&s.write, &s.write.value)?;
@@ -270,17 +287,31 @@ pub fn replay_leftovers(results_root: &Path, _lock: &MachineLock) -> Result<Vec<
 
 fn read_dirs(dir: &Path) -> Vec<PathBuf> {
     fs::read_dir(dir)
-        .map(|it| it.flatten().map(|e| e.path()).filter(|p| p.is_dir()).collect())
+        .map(|it| {
+            it.flatten()
+                .map(|e| e.path())
+                .filter(|p| p.is_dir())
+                .collect()
+        })
         .unwrap_or_default()
 }
 
 /// Replays one journal; the line says what happened.
 pub fn replay(journal: &Path) -> Result<String> {
-    let text = fs::read_to_string(journal).with_context(|| format!("reading {}", journal.display()))?;
-    let doc: JournalDoc = serde_json::from_str(&text)
-        .with_context(|| format!("{}: not a journal this version understands", journal.display()))?;
+    let text =
+        fs::read_to_string(journal).with_context(|| format!("reading {}", journal.display()))?;
+    let doc: JournalDoc = serde_json::from_str(&text).with_context(|| {
+        format!(
+            "{}: not a journal this version understands",
+            journal.display()
+        )
+    })?;
     if doc.schema != JOURNAL_SCHEMA {
-        bail!("{}: schema `{}`, expected `{JOURNAL_SCHEMA}`", journal.display(), doc.schema);
+        bail!(
+            "{}: schema `{}`, expected `{JOURNAL_SCHEMA}`",
+            journal.display(),
+            doc.schema
+        );
     }
     if doc.boot_id != boot_id() {
         remove_journal(journal);
@@ -291,7 +322,11 @@ pub fn replay(journal: &Path) -> Result<String> {
     }
     let failures = restore_entries(&doc.entries);
     if !failures.is_empty() {
-        bail!("replaying {}: could not restore {}", journal.display(), failures.join("; "));
+        bail!(
+            "replaying {}: could not restore {}",
+            journal.display(),
+            failures.join("; ")
+        );
     }
     remove_journal(journal);
     let what: Vec<String> = doc
@@ -324,7 +359,12 @@ mod tests {
             pid: 1,
             trial: "a#1".into(),
             entries: vec![Saved {
-                write: KnobWrite { what: "test knob".into(), path: knob.clone(), value: "changed".into(), feature: None },
+                write: KnobWrite {
+                    what: "test knob".into(),
+                    path: knob.clone(),
+                    value: "changed".into(),
+                    feature: None,
+                },
                 restore: "original".into(),
             }],
         };
@@ -347,7 +387,12 @@ mod tests {
             pid: 1,
             trial: "a#1".into(),
             entries: vec![Saved {
-                write: KnobWrite { what: "k".into(), path: knob.clone(), value: "x".into(), feature: None },
+                write: KnobWrite {
+                    what: "k".into(),
+                    path: knob.clone(),
+                    value: "x".into(),
+                    feature: None,
+                },
                 restore: "old".into(),
             }],
         };

@@ -147,7 +147,10 @@ fn governor_files(sys: &SysPaths) -> Result<Vec<(usize, PathBuf)>, KnobError> {
     if let Ok(entries) = fs::read_dir(&sys.cpu) {
         for e in entries.flatten() {
             let name = e.file_name().to_string_lossy().into_owned();
-            let Some(n) = name.strip_prefix("cpu").and_then(|n| n.parse::<usize>().ok()) else {
+            let Some(n) = name
+                .strip_prefix("cpu")
+                .and_then(|n| n.parse::<usize>().ok())
+            else {
                 continue;
             };
             let path = e.path().join("cpufreq/scaling_governor");
@@ -160,7 +163,11 @@ fn governor_files(sys: &SysPaths) -> Result<Vec<(usize, PathBuf)>, KnobError> {
     if out.is_empty() {
         return Err(KnobError::Absent {
             what: "governor".into(),
-            path: sys.cpu.join("cpu*/cpufreq/scaling_governor").display().to_string(),
+            path: sys
+                .cpu
+                .join("cpu*/cpufreq/scaling_governor")
+                .display()
+                .to_string(),
             hint: " (no cpufreq driver on this machine: remove `governor`)".into(),
         });
     }
@@ -259,7 +266,10 @@ pub fn save(w: &KnobWrite) -> Result<Saved, KnobError> {
         }
         None => now,
     };
-    Ok(Saved { write: w.clone(), restore })
+    Ok(Saved {
+        write: w.clone(),
+        restore,
+    })
 }
 
 /// Writes `value` to the knob's file in one write(2), as `echo` would.
@@ -296,14 +306,16 @@ impl PmQosHold {
                 hint: " (kernel without PM QoS)".into(),
             });
         }
-        OpenOptions::new().write(true).open(PM_QOS_DEVICE).map(drop).map_err(|cause| {
-            KnobError::NotWritable {
+        OpenOptions::new()
+            .write(true)
+            .open(PM_QOS_DEVICE)
+            .map(drop)
+            .map_err(|cause| KnobError::NotWritable {
                 what: w.what,
                 path: PM_QOS_DEVICE.into(),
                 cause,
                 hint: String::new(),
-            }
-        })
+            })
     }
 
     /// Opens the device and writes the request (a binary s32, as the ABI wants).
@@ -315,7 +327,10 @@ impl PmQosHold {
             path: PM_QOS_DEVICE.into(),
             cause,
         };
-        let mut file = OpenOptions::new().write(true).open(PM_QOS_DEVICE).map_err(io)?;
+        let mut file = OpenOptions::new()
+            .write(true)
+            .open(PM_QOS_DEVICE)
+            .map_err(io)?;
         let value = i32::try_from(us).unwrap_or(i32::MAX);
         file.write_all(&value.to_ne_bytes()).map_err(io)?;
         Ok(PmQosHold { _file: file })
@@ -345,12 +360,20 @@ mod tests {
         fs::create_dir_all(sys.proc_sys.join("kernel")).unwrap();
         fs::write(sys.proc_sys.join("kernel/x"), "1\n").unwrap();
         fs::create_dir_all(&sys.sched_debug).unwrap();
-        fs::write(sys.sched_debug.join("features"), "GENTLE NEXT_BUDDY NO_LAST_BUDDY\n").unwrap();
+        fs::write(
+            sys.sched_debug.join("features"),
+            "GENTLE NEXT_BUDDY NO_LAST_BUDDY\n",
+        )
+        .unwrap();
         for cpu in 0..2 {
             let d = sys.cpu.join(format!("cpu{cpu}/cpufreq"));
             fs::create_dir_all(&d).unwrap();
             fs::write(d.join("scaling_governor"), "schedutil\n").unwrap();
-            fs::write(d.join("scaling_available_governors"), "performance schedutil\n").unwrap();
+            fs::write(
+                d.join("scaling_available_governors"),
+                "performance schedutil\n",
+            )
+            .unwrap();
         }
         (dir, sys)
     }
@@ -358,8 +381,13 @@ mod tests {
     #[test]
     fn sysctl_saves_and_restores_the_value_found() {
         let (_d, sys) = fake_tree();
-        let spec = KnobSpec::Sysctl { name: "kernel.x".into(), value: "0".into() };
-        let [w] = &expand(&spec, &sys).unwrap()[..] else { panic!() };
+        let spec = KnobSpec::Sysctl {
+            name: "kernel.x".into(),
+            value: "0".into(),
+        };
+        let [w] = &expand(&spec, &sys).unwrap()[..] else {
+            panic!()
+        };
         check(w).unwrap();
         let saved = save(w).unwrap();
         assert_eq!(saved.restore, "1");
@@ -372,33 +400,62 @@ mod tests {
     #[test]
     fn sched_feature_restores_only_its_own_state() {
         let (_d, sys) = fake_tree();
-        let spec = KnobSpec::SchedFeature { word: "NO_NEXT_BUDDY".into() };
-        let [w] = &expand(&spec, &sys).unwrap()[..] else { panic!() };
+        let spec = KnobSpec::SchedFeature {
+            word: "NO_NEXT_BUDDY".into(),
+        };
+        let [w] = &expand(&spec, &sys).unwrap()[..] else {
+            panic!()
+        };
         check(w).unwrap();
         assert_eq!(save(w).unwrap().restore, "NEXT_BUDDY");
-        let spec = KnobSpec::SchedFeature { word: "LAST_BUDDY".into() };
-        let [w] = &expand(&spec, &sys).unwrap()[..] else { panic!() };
+        let spec = KnobSpec::SchedFeature {
+            word: "LAST_BUDDY".into(),
+        };
+        let [w] = &expand(&spec, &sys).unwrap()[..] else {
+            panic!()
+        };
         assert_eq!(save(w).unwrap().restore, "NO_LAST_BUDDY");
-        let spec = KnobSpec::SchedFeature { word: "NO_SUCH".into() };
-        let [w] = &expand(&spec, &sys).unwrap()[..] else { panic!() };
+        let spec = KnobSpec::SchedFeature {
+            word: "NO_SUCH".into(),
+        };
+        let [w] = &expand(&spec, &sys).unwrap()[..] else {
+            panic!()
+        };
         assert!(matches!(check(w), Err(KnobError::NotAvailable { .. })));
     }
 
     #[test]
     fn governor_expands_per_cpu_and_checks_availability() {
         let (_d, sys) = fake_tree();
-        let ws = expand(&KnobSpec::Governor { value: "performance".into() }, &sys).unwrap();
+        let ws = expand(
+            &KnobSpec::Governor {
+                value: "performance".into(),
+            },
+            &sys,
+        )
+        .unwrap();
         assert_eq!(ws.len(), 2);
         ws.iter().for_each(|w| check(w).unwrap());
-        let ws = expand(&KnobSpec::Governor { value: "turbo".into() }, &sys).unwrap();
+        let ws = expand(
+            &KnobSpec::Governor {
+                value: "turbo".into(),
+            },
+            &sys,
+        )
+        .unwrap();
         assert!(matches!(check(&ws[0]), Err(KnobError::NotAvailable { .. })));
     }
 
     #[test]
     fn absent_file_is_not_permitted_and_not_created() {
         let (d, sys) = fake_tree();
-        let spec = KnobSpec::SchedDebug { file: "base_slice_ns".into(), value: "3".into() };
-        let [w] = &expand(&spec, &sys).unwrap()[..] else { panic!() };
+        let spec = KnobSpec::SchedDebug {
+            file: "base_slice_ns".into(),
+            value: "3".into(),
+        };
+        let [w] = &expand(&spec, &sys).unwrap()[..] else {
+            panic!()
+        };
         let e = check(w).unwrap_err().to_string();
         assert!(e.contains("not permitted"), "{e}");
         assert!(write_value(w, "3").is_err());
@@ -410,8 +467,13 @@ mod tests {
         // On machines where debugfs sched files are writable this is not the
         // path under test; skip there.
         let sys = SysPaths::default();
-        let [w] = &expand(&KnobSpec::SchedFeature { word: "NO_NEXT_BUDDY".into() }, &sys).unwrap()[..]
-        else {
+        let [w] = &expand(
+            &KnobSpec::SchedFeature {
+                word: "NO_NEXT_BUDDY".into(),
+            },
+            &sys,
+        )
+        .unwrap()[..] else {
             panic!()
         };
         if check(w).is_ok() {

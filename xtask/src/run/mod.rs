@@ -73,7 +73,10 @@ pub struct RestoreArgs {
 
 /// `cargo xtask restore`: replays journals left by killed runs.
 pub fn restore(args: &RestoreArgs) -> Result<ExitCode> {
-    let root = args.results_dir.clone().unwrap_or_else(store::default_results_root);
+    let root = args
+        .results_dir
+        .clone()
+        .unwrap_or_else(store::default_results_root);
     let lock = MachineLock::acquire()?;
     let lines = journal::replay_leftovers(&root, &lock)?;
     if lines.is_empty() {
@@ -96,7 +99,10 @@ pub fn run(args: &RunArgs) -> Result<ExitCode> {
     if let Err(msg) = apply_options(args, &mut scenario) {
         return Ok(bad_input(&[msg]));
     }
-    let results_root = args.results_dir.clone().unwrap_or_else(store::default_results_root);
+    let results_root = args
+        .results_dir
+        .clone()
+        .unwrap_or_else(store::default_results_root);
     if args.dry_run {
         return dry_run(&scenario, &args.only, &sys, &results_root);
     }
@@ -135,16 +141,30 @@ pub fn run(args: &RunArgs) -> Result<ExitCode> {
         outcome: None,
     };
     store::write_json(&run_dir.join("run.json"), &manifest)?;
-    eprintln!("xtask: {} trials of {} s; results in {}", plan.len(), scenario.duration.as_secs_f64(), run_dir.display());
+    eprintln!(
+        "xtask: {} trials of {} s; results in {}",
+        plan.len(),
+        scenario.duration.as_secs_f64(),
+        run_dir.display()
+    );
 
-    let ctx = TrialContext { scenario: &scenario, sys: &sys, run_dir: &run_dir, bins: &bins, wavs: &audio.files, lock: &lock };
+    let ctx = TrialContext {
+        scenario: &scenario,
+        sys: &sys,
+        run_dir: &run_dir,
+        bins: &bins,
+        wavs: &audio.files,
+        lock: &lock,
+    };
     let (finished, mut outcome) = run_plan(&ctx, &plan);
     drop(audio);
     // The summary reads back what is on disk: what a later `compare` sees.
     let records = match summary::Summary::load_records(&run_dir) {
         Ok(r) => r,
         Err(e) => {
-            outcome = Outcome::Failed { error: format!("{e:#}") };
+            outcome = Outcome::Failed {
+                error: format!("{e:#}"),
+            };
             Vec::new()
         }
     };
@@ -167,7 +187,10 @@ pub fn run(args: &RunArgs) -> Result<ExitCode> {
     Ok(match outcome {
         Outcome::Completed => ExitCode::SUCCESS,
         Outcome::Interrupted { signal } => {
-            eprintln!("xtask: interrupted by signal {signal}: knobs restored, {} finished trial(s) kept", records.len());
+            eprintln!(
+                "xtask: interrupted by signal {signal}: knobs restored, {} finished trial(s) kept",
+                records.len()
+            );
             ExitCode::from(EXIT_INTERRUPTED)
         }
         Outcome::Failed { error } => {
@@ -192,9 +215,13 @@ fn apply_options(args: &RunArgs, s: &mut Scenario) -> Result<(), String> {
         s.trials = t;
     }
     if let Some(l) = &args.label {
-        let ok = !l.is_empty() && l.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'));
+        let ok = !l.is_empty()
+            && l.chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'));
         if !ok {
-            return Err(format!("--label `{l}`: use letters, digits, `.`, `_` or `-` (it names a directory)"));
+            return Err(format!(
+                "--label `{l}`: use letters, digits, `.`, `_` or `-` (it names a directory)"
+            ));
         }
     }
     Ok(())
@@ -208,8 +235,15 @@ fn binaries(args: &RunArgs, needs_load: bool) -> Result<Binaries> {
             crate::util::build_release_binaries(&["xrunbench-player", "xrunbench-hackbench"])?
         }
     };
-    let bins = Binaries { player: dir.join("xrun-player"), hackbench: dir.join("xrun-hackbench") };
-    let needed: &[&PathBuf] = if needs_load { &[&bins.player, &bins.hackbench] } else { &[&bins.player] };
+    let bins = Binaries {
+        player: dir.join("xrun-player"),
+        hackbench: dir.join("xrun-hackbench"),
+    };
+    let needed: &[&PathBuf] = if needs_load {
+        &[&bins.player, &bins.hackbench]
+    } else {
+        &[&bins.player]
+    };
     for b in needed {
         if !b.is_file() {
             anyhow::bail!("{} not found", b.display());
@@ -275,10 +309,18 @@ fn run_plan(ctx: &TrialContext<'_>, plan: &[PlannedTrial]) -> (usize, Outcome) {
         progress.start(t);
         match trial::run_trial(ctx, t) {
             Ok(TrialEnd::Done(record)) => {
-                let path = ctx.run_dir.join("trials").join(format!("{}.json", t.stem()));
+                let path = ctx
+                    .run_dir
+                    .join("trials")
+                    .join(format!("{}.json", t.stem()));
                 if let Err(e) = store::write_json(&path, &record) {
                     progress.finish();
-                    return (finished, Outcome::Failed { error: format!("{e:#}") });
+                    return (
+                        finished,
+                        Outcome::Failed {
+                            error: format!("{e:#}"),
+                        },
+                    );
                 }
                 progress.done(t, &record);
                 finished += 1;
@@ -290,7 +332,12 @@ fn run_plan(ctx: &TrialContext<'_>, plan: &[PlannedTrial]) -> (usize, Outcome) {
             }
             Err(e) => {
                 progress.finish();
-                return (finished, Outcome::Failed { error: format!("{e:#}") });
+                return (
+                    finished,
+                    Outcome::Failed {
+                        error: format!("{e:#}"),
+                    },
+                );
             }
         }
     }
@@ -326,20 +373,42 @@ impl Progress {
             b.enable_steady_tick(Duration::from_millis(500));
             b
         });
-        Progress { bar, total, began: Instant::now(), finished: 0, expected }
+        Progress {
+            bar,
+            total,
+            began: Instant::now(),
+            finished: 0,
+            expected,
+        }
     }
 
     fn eta(&self) -> String {
-        let per = if self.finished == 0 { self.expected } else { self.began.elapsed() / self.finished as u32 };
+        let per = if self.finished == 0 {
+            self.expected
+        } else {
+            self.began.elapsed() / self.finished as u32
+        };
         let left = per * (self.total - self.finished) as u32;
         format!("{}:{:02}", left.as_secs() / 60, left.as_secs() % 60)
     }
 
     fn start(&mut self, t: &PlannedTrial) {
-        let msg = format!("{} ({}/{}), ETA {}", t.stem(), t.seq, self.total, self.eta());
+        let msg = format!(
+            "{} ({}/{}), ETA {}",
+            t.stem(),
+            t.seq,
+            self.total,
+            self.eta()
+        );
         match &self.bar {
             Some(b) => b.set_message(msg),
-            None => eprintln!("xtask: trial {}/{} {} starting, ETA {}", t.seq, self.total, t.stem(), self.eta()),
+            None => eprintln!(
+                "xtask: trial {}/{} {} starting, ETA {}",
+                t.seq,
+                self.total,
+                t.stem(),
+                self.eta()
+            ),
         }
     }
 
@@ -379,7 +448,10 @@ struct PreparedAudio {
 
 impl PreparedAudio {
     fn prepare(s: &Scenario) -> Result<Self> {
-        let mut me = PreparedAudio { files: Vec::new(), generated: Vec::new() };
+        let mut me = PreparedAudio {
+            files: Vec::new(),
+            generated: Vec::new(),
+        };
         let mut tones: Vec<(ToneSpec, PathBuf)> = Vec::new();
         for c in &s.configs {
             match &c.audio.source {
@@ -388,7 +460,11 @@ impl PreparedAudio {
                     let path = match tones.iter().find(|(t, _)| t == tone) {
                         Some((_, p)) => p.clone(),
                         None => {
-                            let p = tmpfs_dir().join(format!("xrunbench-{}-{}.wav", std::process::id(), tones.len()));
+                            let p = tmpfs_dir().join(format!(
+                                "xrunbench-{}-{}.wav",
+                                std::process::id(),
+                                tones.len()
+                            ));
                             me.generated.push(p.clone());
                             wav::write_tone(&p, tone)?;
                             tones.push((tone.clone(), p.clone()));
@@ -447,7 +523,12 @@ fn dry_run(s: &Scenario, only: &[String], sys: &SysPaths, results_root: &Path) -
         s.warmup.as_secs_f64()
     );
     let total = expected_trial_time(s) * plan.len() as u32;
-    println!("plan ({} trials, about {} min {} s):", plan.len(), total.as_secs() / 60, total.as_secs() % 60);
+    println!(
+        "plan ({} trials, about {} min {} s):",
+        plan.len(),
+        total.as_secs() / 60,
+        total.as_secs() % 60
+    );
     for t in &plan {
         println!("  {:>3}. {}", t.seq, t.stem());
     }
@@ -458,27 +539,45 @@ fn dry_run(s: &Scenario, only: &[String], sys: &SysPaths, results_root: &Path) -
         }
         for spec in &c.knobs {
             for w in knobs::expand(spec, sys)? {
-                let now = knobs::save(&w).map(|s| s.restore).unwrap_or_else(|e| format!("<{e}>"));
-                println!("  {}: {} -> {} (restored to {} after each trial)", w.what, now, w.value, now);
+                let now = knobs::save(&w)
+                    .map(|s| s.restore)
+                    .unwrap_or_else(|e| format!("<{e}>"));
+                println!(
+                    "  {}: {} -> {} (restored to {} after each trial)",
+                    w.what, now, w.value, now
+                );
             }
         }
         if let Some(us) = c.pm_qos_us {
-            println!("  pm_qos_cpu_dma_latency_us: hold {us} us on {} during each trial", knobs::PM_QOS_DEVICE);
+            println!(
+                "  pm_qos_cpu_dma_latency_us: hold {us} us on {} during each trial",
+                knobs::PM_QOS_DEVICE
+            );
         }
         let wav = match &c.audio.source {
             AudioSource::File(p) => p.clone(),
             AudioSource::Generate(_) => tmpfs_dir().join("xrunbench-<pid>-<n>.wav"),
         };
         let json = Path::new("trials").join(format!(".{}-K.player.json", c.name));
-        println!("  player: xrun-player {}", trial::player_args(s, c, &wav, &json).join(" "));
+        println!(
+            "  player: xrun-player {}",
+            trial::player_args(s, c, &wav, &json).join(" ")
+        );
         match &c.load {
             Some(l) => {
                 let json = Path::new("trials").join(format!(".{}-K.load.json", c.name));
-                println!("  load:   xrun-hackbench {}", trial::load_args(s, l, &json).join(" "));
+                println!(
+                    "  load:   xrun-hackbench {}",
+                    trial::load_args(s, l, &json).join(" ")
+                );
             }
             None => println!("  load:   none"),
         }
     }
-    println!("results would go to {}/{}/<UTC timestamp>/", results_root.display(), s.name);
+    println!(
+        "results would go to {}/{}/<UTC timestamp>/",
+        results_root.display(),
+        s.name
+    );
     Ok(ExitCode::SUCCESS)
 }

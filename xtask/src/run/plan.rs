@@ -29,13 +29,22 @@ impl PlannedTrial {
 /// or blocked (A A … B B …).
 pub fn make_plan(configs: &[String], trials: u32, order: Order) -> Vec<PlannedTrial> {
     let pairs: Vec<(usize, u32)> = match order {
-        Order::Interleaved => (1..=trials).flat_map(|k| (0..configs.len()).map(move |c| (c, k))).collect(),
-        Order::Blocked => (0..configs.len()).flat_map(|c| (1..=trials).map(move |k| (c, k))).collect(),
+        Order::Interleaved => (1..=trials)
+            .flat_map(|k| (0..configs.len()).map(move |c| (c, k)))
+            .collect(),
+        Order::Blocked => (0..configs.len())
+            .flat_map(|c| (1..=trials).map(move |k| (c, k)))
+            .collect(),
     };
     pairs
         .into_iter()
         .enumerate()
-        .map(|(i, (c, k))| PlannedTrial { seq: i + 1, config: c, config_name: configs[c].clone(), k })
+        .map(|(i, (c, k))| PlannedTrial {
+            seq: i + 1,
+            config: c,
+            config_name: configs[c].clone(),
+            k,
+        })
         .collect()
 }
 
@@ -51,7 +60,10 @@ mod tests {
     fn interleaved_alternates_configurations() {
         let p = make_plan(&["a".into(), "b".into()], 3, Order::Interleaved);
         assert_eq!(names(&p), ["a-1", "b-1", "a-2", "b-2", "a-3", "b-3"]);
-        assert_eq!(p.iter().map(|t| t.seq).collect::<Vec<_>>(), [1, 2, 3, 4, 5, 6]);
+        assert_eq!(
+            p.iter().map(|t| t.seq).collect::<Vec<_>>(),
+            [1, 2, 3, 4, 5, 6]
+        );
     }
 
     #[test]

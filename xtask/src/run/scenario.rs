@@ -512,11 +512,15 @@ fn is_safe_name(name: &str) -> bool {
 
 /// Fills defaults, merges overrides, and checks what needs no system access.
 pub fn resolve(path: &Path, file: &ScenarioFile) -> Result<Scenario, ScenarioError> {
-    let err = |field: &str, msg: String| ScenarioError(format!("{}: {field}: {msg}", path.display()));
+    let err =
+        |field: &str, msg: String| ScenarioError(format!("{}: {field}: {msg}", path.display()));
     if !is_safe_name(&file.name) {
         return Err(err(
             "name",
-            format!("`{}` must be non-empty letters, digits, `.`, `_` or `-` (it names a directory)", file.name),
+            format!(
+                "`{}` must be non-empty letters, digits, `.`, `_` or `-` (it names a directory)",
+                file.name
+            ),
         ));
     }
     let trials = file.trials.unwrap_or(DEFAULT_TRIALS);
@@ -525,10 +529,16 @@ pub fn resolve(path: &Path, file: &ScenarioFile) -> Result<Scenario, ScenarioErr
     }
     let duration = file.duration.unwrap_or(DEFAULT_DURATION);
     if duration.as_micros() < 100_000 {
-        return Err(err("duration", format!("{duration} is too short (at least 100ms)")));
+        return Err(err(
+            "duration",
+            format!("{duration} is too short (at least 100ms)"),
+        ));
     }
     if file.configs.is_empty() {
-        return Err(err("config", "no [[config]] table: a scenario needs at least one configuration".into()));
+        return Err(err(
+            "config",
+            "no [[config]] table: a scenario needs at least one configuration".into(),
+        ));
     }
     let base_dir = path.parent().unwrap_or(Path::new("."));
     let mut configs = Vec::new();
@@ -537,11 +547,17 @@ pub fn resolve(path: &Path, file: &ScenarioFile) -> Result<Scenario, ScenarioErr
         if !is_safe_name(&c.name) {
             return Err(err(
                 &format!("{at}.name"),
-                format!("`{}` must be non-empty letters, digits, `.`, `_` or `-` (it names files)", c.name),
+                format!(
+                    "`{}` must be non-empty letters, digits, `.`, `_` or `-` (it names files)",
+                    c.name
+                ),
             ));
         }
         if configs.iter().any(|d: &Config| d.name == c.name) {
-            return Err(err(&format!("{at}.name"), format!("`{}` is used twice", c.name)));
+            return Err(err(
+                &format!("{at}.name"),
+                format!("`{}` is used twice", c.name),
+            ));
         }
         let at = format!("config `{}`", c.name);
         let audio = resolve_audio(&file.audio, &c.audio, base_dir, duration)
@@ -586,18 +602,23 @@ fn resolve_audio(
         (Some(_), Some(_)) => return Err("set either `file` or `generate`, not both".into()),
         (Some(f), None) => AudioSource::File(base_dir.join(f)),
         (None, Some(g)) => AudioSource::Generate(check_tone(g, duration)?),
-        (None, None) => {
-            return Err("no sound to play: set `file = \"x.wav\"` or `generate = { tone_hz = 440 }` in [audio]".into())
-        }
+        (None, None) => return Err(
+            "no sound to play: set `file = \"x.wav\"` or `generate = { tone_hz = 440 }` in [audio]"
+                .into(),
+        ),
     };
     let buffer_time = over.buffer_time.or(base.buffer_time);
     let period_time = over.period_time.or(base.period_time);
     if let (Some(b), Some(p)) = (buffer_time, period_time) {
         if p >= b {
-            return Err(format!("period_time {p} must be shorter than buffer_time {b}"));
+            return Err(format!(
+                "period_time {p} must be shorter than buffer_time {b}"
+            ));
         }
     }
-    if buffer_time.is_some_and(|b| b.as_micros() == 0) || period_time.is_some_and(|p| p.as_micros() == 0) {
+    if buffer_time.is_some_and(|b| b.as_micros() == 0)
+        || period_time.is_some_and(|p| p.as_micros() == 0)
+    {
         return Err("buffer_time and period_time must be above 0".into());
     }
     Ok(Audio {
@@ -613,7 +634,10 @@ fn resolve_audio(
 
 fn check_tone(g: &ToneSpec, duration: Span) -> Result<ToneSpec, String> {
     if !(8_000..=384_000).contains(&g.rate) {
-        return Err(format!("generate.rate {} Hz is outside 8000..384000", g.rate));
+        return Err(format!(
+            "generate.rate {} Hz is outside 8000..384000",
+            g.rate
+        ));
     }
     if !(1..=32).contains(&g.channels) {
         return Err(format!("generate.channels {} is outside 1..32", g.channels));
@@ -629,7 +653,10 @@ fn check_tone(g: &ToneSpec, duration: Span) -> Result<ToneSpec, String> {
     if !(seconds > 0.0 && seconds <= 3600.0) {
         return Err(format!("generate.seconds {seconds} is outside (0, 3600]"));
     }
-    Ok(ToneSpec { seconds: Some(seconds), ..g.clone() })
+    Ok(ToneSpec {
+        seconds: Some(seconds),
+        ..g.clone()
+    })
 }
 
 fn resolve_load(
@@ -645,10 +672,14 @@ fn resolve_load(
         (None | Some(LoadSetting::None(_)), None) => None,
     };
     let Some(spec) = merged else { return Ok(None) };
-    let Some(hb) = spec.hackbench else { return Ok(None) };
+    let Some(hb) = spec.hackbench else {
+        return Ok(None);
+    };
     let start_delay = spec.start_delay.unwrap_or_default();
     if start_delay >= duration {
-        return Err(format!("start_delay {start_delay} must be shorter than duration {duration}"));
+        return Err(format!(
+            "start_delay {start_delay} must be shorter than duration {duration}"
+        ));
     }
     let h = Hackbench {
         groups: hb.groups.unwrap_or(10),
@@ -662,9 +693,15 @@ fn resolve_load(
         return Err("hackbench groups, fds, loops and datasize must be at least 1".into());
     }
     if h.groups.saturating_mul(h.fds) > 10_000 {
-        return Err(format!("hackbench {} groups × {} fds is more tasks than is sane", h.groups, h.fds));
+        return Err(format!(
+            "hackbench {} groups × {} fds is more tasks than is sane",
+            h.groups, h.fds
+        ));
     }
-    Ok(Some(Load { hackbench: h, start_delay }))
+    Ok(Some(Load {
+        hackbench: h,
+        start_delay,
+    }))
 }
 
 fn merge_load(b: &LoadSpec, o: &LoadSpec) -> LoadSpec {
@@ -679,40 +716,66 @@ fn merge_load(b: &LoadSpec, o: &LoadSpec) -> LoadSpec {
         }),
         (b, o) => o.clone().or_else(|| b.clone()),
     };
-    LoadSpec { hackbench, start_delay: o.start_delay.or(b.start_delay) }
+    LoadSpec {
+        hackbench,
+        start_delay: o.start_delay.or(b.start_delay),
+    }
 }
 
 fn collect_knobs(c: &ConfigSpec) -> Result<Vec<KnobSpec>, String> {
     let mut knobs = Vec::new();
     for (name, value) in &c.sysctl {
         let valid = !name.is_empty()
-            && name
-                .split('.')
-                .all(|p| !p.is_empty() && p != ".." && p.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-')));
+            && name.split('.').all(|p| {
+                !p.is_empty()
+                    && p != ".."
+                    && p.chars()
+                        .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-'))
+            });
         if !valid {
-            return Err(format!("sysctl `{name}` is not a dotted sysctl name like kernel.sched_autogroup_enabled"));
+            return Err(format!(
+                "sysctl `{name}` is not a dotted sysctl name like kernel.sched_autogroup_enabled"
+            ));
         }
-        knobs.push(KnobSpec::Sysctl { name: name.clone(), value: value.0.clone() });
+        knobs.push(KnobSpec::Sysctl {
+            name: name.clone(),
+            value: value.0.clone(),
+        });
     }
     for word in &c.sched_features {
         let bare = word.strip_prefix("NO_").unwrap_or(word);
-        if bare.is_empty() || !bare.chars().all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_') {
-            return Err(format!("sched_features: `{word}` is not a feature word like NEXT_BUDDY or NO_NEXT_BUDDY"));
+        if bare.is_empty()
+            || !bare
+                .chars()
+                .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_')
+        {
+            return Err(format!(
+                "sched_features: `{word}` is not a feature word like NEXT_BUDDY or NO_NEXT_BUDDY"
+            ));
         }
         knobs.push(KnobSpec::SchedFeature { word: word.clone() });
     }
     for (file, value) in &c.sched_debug {
         if file == "features" {
-            return Err("sched_debug: write features with `sched_features = [\"NO_NEXT_BUDDY\"]`".into());
+            return Err(
+                "sched_debug: write features with `sched_features = [\"NO_NEXT_BUDDY\"]`".into(),
+            );
         }
         if !is_safe_name(file) {
-            return Err(format!("sched_debug: `{file}` is not a file name under /sys/kernel/debug/sched/"));
+            return Err(format!(
+                "sched_debug: `{file}` is not a file name under /sys/kernel/debug/sched/"
+            ));
         }
-        knobs.push(KnobSpec::SchedDebug { file: file.clone(), value: value.0.clone() });
+        knobs.push(KnobSpec::SchedDebug {
+            file: file.clone(),
+            value: value.0.clone(),
+        });
     }
     if let Some(g) = &c.governor {
         if !is_safe_name(g) {
-            return Err(format!("governor `{g}` is not a governor name like performance"));
+            return Err(format!(
+                "governor `{g}` is not a governor name like performance"
+            ));
         }
         knobs.push(KnobSpec::Governor { value: g.clone() });
     }
@@ -737,14 +800,19 @@ mod tests {
         assert_eq!(s.duration, DEFAULT_DURATION);
         assert_eq!(s.order, Order::Interleaved);
         assert!(s.configs[0].load.is_none());
-        let AudioSource::Generate(t) = &s.configs[0].audio.source else { panic!() };
+        let AudioSource::Generate(t) = &s.configs[0].audio.source else {
+            panic!()
+        };
         assert_eq!((t.rate, t.channels, t.seconds), (48_000, 2, Some(10.0)));
     }
 
     #[test]
     fn unknown_key_names_line_and_column() {
         let e = parse_str("name = \"x\"\n\n[audio]\n  bufer_time = \"20ms\"\n").unwrap_err();
-        assert!(e.starts_with("s.toml:4:3: unknown field `bufer_time`"), "{e}");
+        assert!(
+            e.starts_with("s.toml:4:3: unknown field `bufer_time`"),
+            "{e}"
+        );
     }
 
     #[test]
@@ -776,9 +844,16 @@ mod tests {
         assert_eq!(
             s.configs[0].knobs,
             vec![
-                KnobSpec::Sysctl { name: "kernel.sched_autogroup_enabled".into(), value: "0".into() },
-                KnobSpec::SchedFeature { word: "NO_NEXT_BUDDY".into() },
-                KnobSpec::Governor { value: "performance".into() },
+                KnobSpec::Sysctl {
+                    name: "kernel.sched_autogroup_enabled".into(),
+                    value: "0".into()
+                },
+                KnobSpec::SchedFeature {
+                    word: "NO_NEXT_BUDDY".into()
+                },
+                KnobSpec::Governor {
+                    value: "performance".into()
+                },
             ]
         );
     }

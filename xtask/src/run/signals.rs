@@ -12,7 +12,8 @@ static STOP: AtomicUsize = AtomicUsize::new(0);
 /// handler setting the same flag).
 pub fn install() -> Result<()> {
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-        signal_hook::flag::register_usize(sig, &STOP, sig as usize).context("installing signal handlers")?;
+        signal_hook::flag::register_usize(sig, &STOP, sig as usize)
+            .context("installing signal handlers")?;
     }
     Ok(())
 }

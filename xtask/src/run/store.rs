@@ -13,14 +13,18 @@ use serde::Serialize;
 /// Writes `bytes` to `path` atomically.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
     let dir = path.parent().unwrap_or(Path::new("."));
-    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
     let tmp = dir.join(format!(".{name}.tmp-{}", std::process::id()));
     let mut f = File::create(&tmp).with_context(|| format!("creating {}", tmp.display()))?;
     f.write_all(bytes)
         .and_then(|_| f.sync_all())
         .with_context(|| format!("writing {}", tmp.display()))?;
     drop(f);
-    fs::rename(&tmp, path).with_context(|| format!("renaming {} to {}", tmp.display(), path.display()))?;
+    fs::rename(&tmp, path)
+        .with_context(|| format!("renaming {} to {}", tmp.display(), path.display()))?;
     // The rename is durable only once the directory is synced.
     if let Ok(d) = File::open(dir) {
         let _ = d.sync_all();
@@ -51,7 +55,11 @@ pub fn create_run_dir(root: &Path, scenario: &str, label: Option<&str>) -> Resul
     fs::create_dir_all(&parent).with_context(|| format!("creating {}", parent.display()))?;
     // Two runs in the same second (tests do this) get a suffix.
     for n in 0..100 {
-        let name = if n == 0 { base.clone() } else { format!("{base}.{n}") };
+        let name = if n == 0 {
+            base.clone()
+        } else {
+            format!("{base}.{n}")
+        };
         let dir = parent.join(name);
         match fs::create_dir(&dir) {
             Ok(()) => {
@@ -62,7 +70,10 @@ pub fn create_run_dir(root: &Path, scenario: &str, label: Option<&str>) -> Resul
             Err(e) => return Err(e).with_context(|| format!("creating {}", dir.display())),
         }
     }
-    anyhow::bail!("could not create a fresh run directory under {}", parent.display())
+    anyhow::bail!(
+        "could not create a fresh run directory under {}",
+        parent.display()
+    )
 }
 
 /// `YYYYMMDDTHHMMSSZ` (UTC; sorts by time, safe in file names).
@@ -80,7 +91,10 @@ pub fn rfc3339(t: SystemTime) -> String {
 /// UTC calendar fields (Howard Hinnant's days-to-civil algorithm; avoids a
 /// date crate for one function).
 fn civil(t: SystemTime) -> (i64, u32, u32, u32, u32, u32) {
-    let secs = t.duration_since(UNIX_EPOCH).map(|d| d.as_secs() as i64).unwrap_or(0);
+    let secs = t
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs() as i64)
+        .unwrap_or(0);
     let days = secs.div_euclid(86_400);
     let rem = secs.rem_euclid(86_400);
     let z = days + 719_468;
@@ -92,7 +106,14 @@ fn civil(t: SystemTime) -> (i64, u32, u32, u32, u32, u32) {
     let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
     let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
     let y = yoe + era * 400 + i64::from(m <= 2);
-    (y, m, d, (rem / 3600) as u32, (rem % 3600 / 60) as u32, (rem % 60) as u32)
+    (
+        y,
+        m,
+        d,
+        (rem / 3600) as u32,
+        (rem % 3600 / 60) as u32,
+        (rem % 60) as u32,
+    )
 }
 
 #[cfg(test)]
@@ -105,7 +126,10 @@ mod tests {
         let t = UNIX_EPOCH + Duration::from_secs(1_700_000_000);
         assert_eq!(utc_stamp(t), "20231114T221320Z");
         assert_eq!(rfc3339(t), "2023-11-14T22:13:20Z");
-        assert_eq!(utc_stamp(UNIX_EPOCH + Duration::from_secs(951_782_400)), "20000229T000000Z");
+        assert_eq!(
+            utc_stamp(UNIX_EPOCH + Duration::from_secs(951_782_400)),
+            "20000229T000000Z"
+        );
     }
 
     #[test]

@@ -40,7 +40,12 @@ pub enum Metric {
 
 impl Metric {
     /// Every metric, in table order.
-    pub const ALL: [Metric; 4] = [Metric::UnderrunsPerMin, Metric::MaxGapMs, Metric::MinFillMs, Metric::HackbenchRoundMs];
+    pub const ALL: [Metric; 4] = [
+        Metric::UnderrunsPerMin,
+        Metric::MaxGapMs,
+        Metric::MinFillMs,
+        Metric::HackbenchRoundMs,
+    ];
 
     /// Row label.
     pub fn label(self) -> &'static str {
@@ -66,12 +71,17 @@ impl Metric {
 impl TrialMetrics {
     /// Extracts the metrics of a trial record.
     pub fn of(t: &TrialRecord) -> Self {
-        let rounds = t.load.as_ref().map(|l| &l.rounds_us).filter(|r| !r.is_empty());
+        let rounds = t
+            .load
+            .as_ref()
+            .map(|l| &l.rounds_us)
+            .filter(|r| !r.is_empty());
         TrialMetrics {
             underruns_per_min: t.player.totals.per_minute,
             max_gap_ms: t.player.totals.gap_ms_max,
             min_fill_ms: t.player.fill.min as f64 / 1000.0,
-            hackbench_round_ms: rounds.map(|r| r.iter().sum::<u64>() as f64 / r.len() as f64 / 1000.0),
+            hackbench_round_ms: rounds
+                .map(|r| r.iter().sum::<u64>() as f64 / r.len() as f64 / 1000.0),
         }
     }
 }
@@ -100,8 +110,18 @@ impl Stats {
         let mut v = values.to_vec();
         v.sort_by(f64::total_cmp);
         let n = v.len();
-        let median = if n % 2 == 1 { v[n / 2] } else { (v[n / 2 - 1] + v[n / 2]) / 2.0 };
-        Some(Stats { n, mean: v.iter().sum::<f64>() / n as f64, median, min: v[0], max: v[n - 1] })
+        let median = if n % 2 == 1 {
+            v[n / 2]
+        } else {
+            (v[n / 2 - 1] + v[n / 2]) / 2.0
+        };
+        Some(Stats {
+            n,
+            mean: v.iter().sum::<f64>() / n as f64,
+            median,
+            min: v[0],
+            max: v[n - 1],
+        })
     }
 }
 
@@ -136,18 +156,34 @@ pub struct Summary {
 impl Summary {
     /// Builds the summary from trial records; `order` gives the
     /// configurations' order (configurations without trials still appear).
-    pub fn build(scenario: &str, order: &[String], duration_s: f64, records: &[TrialRecord], missing: usize) -> Summary {
+    pub fn build(
+        scenario: &str,
+        order: &[String],
+        duration_s: f64,
+        records: &[TrialRecord],
+        missing: usize,
+    ) -> Summary {
         let configs = order
             .iter()
             .map(|name| {
-                let mut mine: Vec<&TrialRecord> = records.iter().filter(|r| &r.config == name).collect();
+                let mut mine: Vec<&TrialRecord> =
+                    records.iter().filter(|r| &r.config == name).collect();
                 mine.sort_by_key(|r| r.k);
                 let trials: Vec<TrialMetrics> = mine.iter().map(|r| TrialMetrics::of(r)).collect();
                 let stats = Metric::ALL
                     .iter()
-                    .map(|&m| (m, Stats::of(&trials.iter().filter_map(|t| m.of(t)).collect::<Vec<_>>())))
+                    .map(|&m| {
+                        (
+                            m,
+                            Stats::of(&trials.iter().filter_map(|t| m.of(t)).collect::<Vec<_>>()),
+                        )
+                    })
                     .collect();
-                ConfigSummary { name: name.clone(), trials, stats }
+                ConfigSummary {
+                    name: name.clone(),
+                    trials,
+                    stats,
+                }
             })
             .collect();
         let mut kernels: Vec<String> = records.iter().map(|r| r.kernel.clone()).collect();
@@ -173,14 +209,20 @@ impl Summary {
     pub fn load_records(run_dir: &Path) -> Result<Vec<TrialRecord>> {
         let mut out = Vec::new();
         let dir = run_dir.join("trials");
-        for e in std::fs::read_dir(&dir).with_context(|| format!("reading {}", dir.display()))?.flatten() {
+        for e in std::fs::read_dir(&dir)
+            .with_context(|| format!("reading {}", dir.display()))?
+            .flatten()
+        {
             let p = e.path();
             let name = e.file_name().to_string_lossy().into_owned();
             if name.starts_with('.') || !name.ends_with(".json") {
                 continue;
             }
             let text = std::fs::read_to_string(&p)?;
-            out.push(serde_json::from_str(&text).with_context(|| format!("{} does not parse", p.display()))?);
+            out.push(
+                serde_json::from_str(&text)
+                    .with_context(|| format!("{} does not parse", p.display()))?,
+            );
         }
         Ok(out)
     }
@@ -189,7 +231,11 @@ impl Summary {
 /// Which statistics the text summary prints for each metric.
 fn shown(m: Metric) -> &'static [(&'static str, fn(&Stats) -> f64)] {
     match m {
-        Metric::UnderrunsPerMin => &[("mean", |s| s.mean), ("median", |s| s.median), ("max", |s| s.max)],
+        Metric::UnderrunsPerMin => &[
+            ("mean", |s| s.mean),
+            ("median", |s| s.median),
+            ("max", |s| s.max),
+        ],
         Metric::MaxGapMs => &[("max", |s| s.max)],
         Metric::MinFillMs => &[("min", |s| s.min), ("median", |s| s.median)],
         Metric::HackbenchRoundMs => &[("mean", |s| s.mean)],
@@ -199,7 +245,13 @@ fn shown(m: Metric) -> &'static [(&'static str, fn(&Stats) -> f64)] {
 /// Plain-text summary: one column per configuration, ASCII, no tabs.
 pub fn render_text(s: &Summary) -> String {
     let mut out = String::new();
-    let width = s.configs.iter().map(|c| c.name.len()).max().unwrap_or(0).max(10);
+    let width = s
+        .configs
+        .iter()
+        .map(|c| c.name.len())
+        .max()
+        .unwrap_or(0)
+        .max(10);
     let label_w = 30;
     let _ = writeln!(
         out,
@@ -207,7 +259,11 @@ pub fn render_text(s: &Summary) -> String {
         s.scenario,
         s.duration_s,
         if s.sink.is_empty() { "-" } else { &s.sink },
-        if s.kernels.is_empty() { "-".into() } else { s.kernels.join(", ") }
+        if s.kernels.is_empty() {
+            "-".into()
+        } else {
+            s.kernels.join(", ")
+        }
     );
     let _ = write!(out, "{:label_w$}", "");
     for c in &s.configs {
@@ -220,7 +276,10 @@ pub fn render_text(s: &Summary) -> String {
     }
     out.push('\n');
     for m in Metric::ALL {
-        if s.configs.iter().all(|c| c.stats.iter().all(|(mm, st)| *mm != m || st.is_none())) {
+        if s.configs
+            .iter()
+            .all(|c| c.stats.iter().all(|(mm, st)| *mm != m || st.is_none()))
+        {
             continue;
         }
         for (stat_name, pick) in shown(m) {
@@ -239,7 +298,11 @@ pub fn render_text(s: &Summary) -> String {
         }
     }
     if s.missing > 0 {
-        let _ = writeln!(out, "({} planned trial(s) not run: the run was interrupted)", s.missing);
+        let _ = writeln!(
+            out,
+            "({} planned trial(s) not run: the run was interrupted)",
+            s.missing
+        );
     }
     out
 }
@@ -251,19 +314,32 @@ mod tests {
     #[test]
     fn stats_of_small_samples() {
         let s = Stats::of(&[3.0, 1.0, 2.0, 10.0]).unwrap();
-        assert_eq!((s.n, s.mean, s.median, s.min, s.max), (4, 4.0, 2.5, 1.0, 10.0));
+        assert_eq!(
+            (s.n, s.mean, s.median, s.min, s.max),
+            (4, 4.0, 2.5, 1.0, 10.0)
+        );
         assert_eq!(Stats::of(&[0.0]).unwrap().median, 0.0);
         assert!(Stats::of(&[]).is_none());
     }
 
     #[test]
     fn text_has_one_column_per_config_and_no_tabs() {
-        let t = |u: f64| TrialMetrics { underruns_per_min: u, max_gap_ms: u * 2.0, min_fill_ms: 5.0, hackbench_round_ms: None };
+        let t = |u: f64| TrialMetrics {
+            underruns_per_min: u,
+            max_gap_ms: u * 2.0,
+            min_fill_ms: 5.0,
+            hackbench_round_ms: None,
+        };
         let mk = |name: &str, v: Vec<TrialMetrics>| ConfigSummary {
             name: name.into(),
             stats: Metric::ALL
                 .iter()
-                .map(|&m| (m, Stats::of(&v.iter().filter_map(|x| m.of(x)).collect::<Vec<_>>())))
+                .map(|&m| {
+                    (
+                        m,
+                        Stats::of(&v.iter().filter_map(|x| m.of(x)).collect::<Vec<_>>()),
+                    )
+                })
                 .collect(),
             trials: v,
         };
@@ -272,15 +348,27 @@ mod tests {
             kernels: vec!["6.1".into()],
             sink: "virtual (virtual)".into(),
             duration_s: 10.0,
-            configs: vec![mk("sched-other", vec![t(6.0), t(0.0)]), mk("fifo-80", vec![t(0.0), t(0.0)])],
+            configs: vec![
+                mk("sched-other", vec![t(6.0), t(0.0)]),
+                mk("fifo-80", vec![t(0.0), t(0.0)]),
+            ],
             missing: 0,
         };
         let text = render_text(&s);
         assert!(!text.contains('\t'));
         assert!(text.lines().all(|l| l.len() <= 80), "{text}");
         assert!(text.contains("underruns/min mean"));
-        let row = text.lines().find(|l| l.starts_with("underruns/min mean")).unwrap();
-        assert_eq!(row.split_whitespace().collect::<Vec<_>>(), ["underruns/min", "mean", "3.00", "0.00"]);
-        assert!(!text.contains("hackbench"), "metric absent everywhere is left out");
+        let row = text
+            .lines()
+            .find(|l| l.starts_with("underruns/min mean"))
+            .unwrap();
+        assert_eq!(
+            row.split_whitespace().collect::<Vec<_>>(),
+            ["underruns/min", "mean", "3.00", "0.00"]
+        );
+        assert!(
+            !text.contains("hackbench"),
+            "metric absent everywhere is left out"
+        );
     }
 }

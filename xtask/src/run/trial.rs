@@ -104,7 +104,10 @@ pub fn run_trial(ctx: &TrialContext<'_>, planned: &PlannedTrial) -> Result<Trial
     let loadavg_before = fingerprint::loadavg();
     let wav = &ctx.wavs[planned.config];
     let player_args = player_args(ctx.scenario, config, wav, &player_json);
-    let load_args = config.load.as_ref().map(|l| load_args(ctx.scenario, l, &load_json));
+    let load_args = config
+        .load
+        .as_ref()
+        .map(|l| load_args(ctx.scenario, l, &load_json));
 
     let applied = Applied::apply(config, ctx.sys, ctx.run_dir, &stem, ctx.lock)
         .with_context(|| format!("trial {stem}: applying knobs"))?;
@@ -140,10 +143,16 @@ pub fn run_trial(ctx: &TrialContext<'_>, planned: &PlannedTrial) -> Result<Trial
         knobs: saved,
         pm_qos_us: config.pm_qos_us,
         player_command: display_cmd(&ctx.bins.player, &player_args),
-        load_command: load_args.as_ref().map(|a| display_cmd(&ctx.bins.hackbench, a)),
+        load_command: load_args
+            .as_ref()
+            .map(|a| display_cmd(&ctx.bins.hackbench, a)),
         player,
         load,
-        facts: TrialFacts { loadavg_before, loadavg_after: fingerprint::loadavg(), governors },
+        facts: TrialFacts {
+            loadavg_before,
+            loadavg_after: fingerprint::loadavg(),
+            governors,
+        },
     })))
 }
 
@@ -158,7 +167,9 @@ fn fault_injection_point() {
 }
 
 fn display_cmd(bin: &Path, args: &[String]) -> Vec<String> {
-    std::iter::once(bin.display().to_string()).chain(args.iter().cloned()).collect()
+    std::iter::once(bin.display().to_string())
+        .chain(args.iter().cloned())
+        .collect()
 }
 
 /// Starts the load and the player in the scenario's order, waits for the
@@ -174,12 +185,25 @@ fn play_under_load(
         bail!("XRUNBENCH_FAULT=error: injected error after applying knobs");
     }
     let stem = planned.stem();
-    let log = |what: &str| ctx.run_dir.join("trials").join(format!("{stem}.{what}.log"));
-    let start_delay = config.load.as_ref().map(|l| l.start_delay).unwrap_or_default();
+    let log = |what: &str| {
+        ctx.run_dir
+            .join("trials")
+            .join(format!("{stem}.{what}.log"))
+    };
+    let start_delay = config
+        .load
+        .as_ref()
+        .map(|l| l.start_delay)
+        .unwrap_or_default();
     let mut load: Option<Child> = None;
     let spawn_load = |load: &mut Option<Child>| -> Result<()> {
         if let Some(args) = load_args {
-            *load = Some(Child::spawn(&ctx.bins.hackbench, args, &log("load"), "xrun-hackbench")?);
+            *load = Some(Child::spawn(
+                &ctx.bins.hackbench,
+                args,
+                &log("load"),
+                "xrun-hackbench",
+            )?);
         }
         Ok(())
     };
@@ -222,7 +246,10 @@ fn play_under_load(
 fn check_alive(load: &mut Option<Child>) -> Result<()> {
     if let Some(l) = load.as_mut() {
         if let Some(status) = l.try_wait()? {
-            bail!("xrun-hackbench exited during the warm-up ({status}); see {}", l.log.display());
+            bail!(
+                "xrun-hackbench exited during the warm-up ({status}); see {}",
+                l.log.display()
+            );
         }
     }
     Ok(())
@@ -245,13 +272,20 @@ fn check_player_status(status: ExitStatus, dir: &Path, stem: &str) -> Result<()>
 fn last_line(path: &Path) -> String {
     std::fs::read_to_string(path)
         .ok()
-        .and_then(|t| t.lines().rev().find(|l| !l.trim().is_empty()).map(str::to_string))
+        .and_then(|t| {
+            t.lines()
+                .rev()
+                .find(|l| !l.trim().is_empty())
+                .map(str::to_string)
+        })
         .unwrap_or_else(|| format!("no output (see {})", path.display()))
 }
 
 fn read_report<T: for<'de> Deserialize<'de>>(path: &Path, who: &str) -> Result<T> {
-    let text = std::fs::read_to_string(path).with_context(|| format!("{who} wrote no report at {}", path.display()))?;
-    serde_json::from_str(&text).with_context(|| format!("{who} report {} does not parse", path.display()))
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("{who} wrote no report at {}", path.display()))?;
+    serde_json::from_str(&text)
+        .with_context(|| format!("{who} report {} does not parse", path.display()))
 }
 
 fn read_load_report(path: &Path, status: ExitStatus, stem: &str) -> Result<HackbenchReport> {
@@ -329,7 +363,12 @@ pub fn load_args(s: &Scenario, l: &Load, json: &Path) -> Vec<String> {
     // We stop it with SIGTERM when the player is done; the duration is only
     // a backstop so that it ends by itself should we be SIGKILLed.
     let backstop = s.warmup.as_secs_f64() + s.duration.as_secs_f64() + 30.0;
-    args.extend(["--duration".into(), secs_arg(backstop.ceil()), "--json".into(), json.display().to_string()]);
+    args.extend([
+        "--duration".into(),
+        secs_arg(backstop.ceil()),
+        "--json".into(),
+        json.display().to_string(),
+    ]);
     args
 }
 
@@ -363,8 +402,14 @@ impl Child {
                 Ok(())
             });
         }
-        let child = cmd.spawn().with_context(|| format!("starting {name} ({})", bin.display()))?;
-        Ok(Child { child, reaped: false, log: log.to_path_buf() })
+        let child = cmd
+            .spawn()
+            .with_context(|| format!("starting {name} ({})", bin.display()))?;
+        Ok(Child {
+            child,
+            reaped: false,
+            log: log.to_path_buf(),
+        })
     }
 
     fn try_wait(&mut self) -> Result<Option<ExitStatus>> {

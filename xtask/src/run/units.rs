@@ -22,7 +22,9 @@ impl Span {
 
     /// A span of whole seconds.
     pub const fn from_secs(secs: u64) -> Self {
-        Span { micros: secs * 1_000_000 }
+        Span {
+            micros: secs * 1_000_000,
+        }
     }
 
     /// Length in microseconds.
@@ -239,7 +241,9 @@ mod tests {
         assert_eq!(Span::parse("500us").unwrap().as_micros(), 500);
         assert_eq!(Span::parse("2min").unwrap().as_micros(), 120_000_000);
         assert!(Span::parse("20").unwrap_err().contains("has no unit"));
-        assert!(Span::parse("20 hz").unwrap_err().contains("unknown time unit"));
+        assert!(Span::parse("20 hz")
+            .unwrap_err()
+            .contains("unknown time unit"));
         assert!(Span::parse("fast").is_err());
     }
 

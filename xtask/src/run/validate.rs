@@ -26,13 +26,20 @@ pub fn kernel_release() -> String {
 
 /// Applies `--only`, skips configurations meant for another kernel, and
 /// checks the rest. Every problem found is one line in the error list.
-pub fn check_system(mut s: Scenario, only: &[String], sys: &SysPaths) -> Result<Checked, Vec<String>> {
+pub fn check_system(
+    mut s: Scenario,
+    only: &[String],
+    sys: &SysPaths,
+) -> Result<Checked, Vec<String>> {
     let file = s.path.display().to_string();
     let mut errors = Vec::new();
     for name in only {
         if !s.configs.iter().any(|c| &c.name == name) {
             let names: Vec<&str> = s.configs.iter().map(|c| c.name.as_str()).collect();
-            errors.push(format!("{file}: --only {name}: no such configuration (have: {})", names.join(", ")));
+            errors.push(format!(
+                "{file}: --only {name}: no such configuration (have: {})",
+                names.join(", ")
+            ));
         }
     }
     if !errors.is_empty() {
@@ -54,7 +61,9 @@ pub fn check_system(mut s: Scenario, only: &[String], sys: &SysPaths) -> Result<
         _ => true,
     });
     if s.configs.is_empty() {
-        errors.push(format!("{file}: nothing to run: every configuration was skipped"));
+        errors.push(format!(
+            "{file}: nothing to run: every configuration was skipped"
+        ));
         errors.extend(skipped);
         return Err(errors);
     }
@@ -62,7 +71,10 @@ pub fn check_system(mut s: Scenario, only: &[String], sys: &SysPaths) -> Result<
         errors.extend(check_config(&file, c, sys));
     }
     if errors.is_empty() {
-        Ok(Checked { scenario: s, skipped })
+        Ok(Checked {
+            scenario: s,
+            skipped,
+        })
     } else {
         Err(errors)
     }
@@ -120,12 +132,20 @@ pub fn allowed_cpus() -> Vec<usize> {
     unsafe {
         let mut set: libc::cpu_set_t = std::mem::zeroed();
         if libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) != 0 {
-            return (0..std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)).collect();
+            return (0..std::thread::available_parallelism()
+                .map(|n| n.get())
+                .unwrap_or(1))
+                .collect();
         }
-        (0..libc::CPU_SETSIZE as usize).filter(|&i| libc::CPU_ISSET(i, &set)).collect()
+        (0..libc::CPU_SETSIZE as usize)
+            .filter(|&i| libc::CPU_ISSET(i, &set))
+            .collect()
     }
 }
 
 fn list(cpus: &[usize]) -> String {
-    cpus.iter().map(|c| c.to_string()).collect::<Vec<_>>().join(",")
+    cpus.iter()
+        .map(|c| c.to_string())
+        .collect::<Vec<_>>()
+        .join(",")
 }

@@ -54,7 +54,8 @@ pub fn write_tone(path: &Path, tone: &ToneSpec) -> Result<()> {
             w.write_all(&sample[..usize::from(bps)])?;
         }
     }
-    w.flush().with_context(|| format!("writing {}", path.display()))?;
+    w.flush()
+        .with_context(|| format!("writing {}", path.display()))?;
     Ok(())
 }
 
@@ -89,7 +90,8 @@ pub struct WavInfo {
 pub fn read_info(path: &Path) -> Result<WavInfo> {
     let mut f = File::open(path)?;
     let mut head = [0u8; 12];
-    f.read_exact(&mut head).context("too short for a WAV file")?;
+    f.read_exact(&mut head)
+        .context("too short for a WAV file")?;
     if &head[0..4] != b"RIFF" || &head[8..12] != b"WAVE" {
         bail!("not a RIFF/WAVE file");
     }
@@ -114,12 +116,21 @@ pub fn read_info(path: &Path) -> Result<WavInfo> {
                     bail!("`fmt ` chunk has zero channels, rate or block size");
                 }
                 fmt = Some((channels, rate, block));
-                skip(&mut f, u64::from(len) - body.len() as u64 + u64::from(len % 2))?;
+                skip(
+                    &mut f,
+                    u64::from(len) - body.len() as u64 + u64::from(len % 2),
+                )?;
             }
             b"data" => {
-                let Some((channels, rate, block)) = fmt else { bail!("`data` before `fmt `") };
+                let Some((channels, rate, block)) = fmt else {
+                    bail!("`data` before `fmt `")
+                };
                 let frames = u64::from(len) / u64::from(block);
-                return Ok(WavInfo { rate, channels, seconds: frames as f64 / f64::from(rate) });
+                return Ok(WavInfo {
+                    rate,
+                    channels,
+                    seconds: frames as f64 / f64::from(rate),
+                });
             }
             _ => skip(&mut f, u64::from(len) + u64::from(len % 2))?,
         }
@@ -138,9 +149,20 @@ mod tests {
     #[test]
     fn generated_tone_reads_back() {
         let d = tempfile::tempdir().unwrap();
-        for format in [SampleFormat::U8, SampleFormat::S16Le, SampleFormat::S24Le3, SampleFormat::FloatLe] {
+        for format in [
+            SampleFormat::U8,
+            SampleFormat::S16Le,
+            SampleFormat::S24Le3,
+            SampleFormat::FloatLe,
+        ] {
             let p = d.path().join("t.wav");
-            let tone = ToneSpec { tone_hz: 440.0, seconds: Some(0.5), rate: 8000, channels: 2, format };
+            let tone = ToneSpec {
+                tone_hz: 440.0,
+                seconds: Some(0.5),
+                rate: 8000,
+                channels: 2,
+                format,
+            };
             write_tone(&p, &tone).unwrap();
             let info = read_info(&p).unwrap();
             assert_eq!((info.rate, info.channels), (8000, 2));
