@@ -228,8 +228,11 @@ impl Summary {
     }
 }
 
+/// Picks one statistic out of [`Stats`].
+type StatPick = fn(&Stats) -> f64;
+
 /// Which statistics the text summary prints for each metric.
-fn shown(m: Metric) -> &'static [(&'static str, fn(&Stats) -> f64)] {
+fn shown(m: Metric) -> &'static [(&'static str, StatPick)] {
     match m {
         Metric::UnderrunsPerMin => &[
             ("mean", |s| s.mean),

@@ -69,7 +69,7 @@ impl Span {
             .parse()
             .map_err(|_| format!("`{text}` is not a time span like \"20ms\" or \"10s\""))?;
         let micros = (value * factor).round();
-        if !micros.is_finite() || micros < 0.0 || micros > 1e15 {
+        if !micros.is_finite() || !(0.0..=1e15).contains(&micros) {
             return Err(format!("`{text}` is out of range"));
         }
         Ok(Span::from_micros(micros as u64))
