@@ -366,7 +366,7 @@ impl Progress {
         let bar = tty.then(|| {
             let b = indicatif::ProgressBar::new(total as u64);
             b.set_style(
-                indicatif::ProgressStyle::with_template("trial {pos}/{len} [{bar:30}] {msg}")
+                indicatif::ProgressStyle::with_template("[{bar:30}] {msg}")
                     .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar())
                     .progress_chars("=> "),
             );
@@ -394,10 +394,10 @@ impl Progress {
 
     fn start(&mut self, t: &PlannedTrial) {
         let msg = format!(
-            "{} ({}/{}), ETA {}",
-            t.stem(),
+            "trial {}/{} {}, ETA {}",
             t.seq,
             self.total,
+            t.stem(),
             self.eta()
         );
         match &self.bar {
