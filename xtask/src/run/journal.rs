@@ -87,7 +87,14 @@ impl MachineLock {
                 holder.trim(),
                 path.display()
             );
-            flock(&file, libc::LOCK_EX)?;
+            // Poll rather than block: our SIGINT handler restarts a blocked
+            // flock(2), and Ctrl-C must still get the user out of the wait.
+            while !flock(&file, libc::LOCK_EX | libc::LOCK_NB)? {
+                if super::signals::stop_requested().is_some() {
+                    bail!("interrupted while waiting for the run lock");
+                }
+                std::thread::sleep(std::time::Duration::from_millis(200));
+            }
         }
         file.set_len(0)?;
         file.rewind()?;
@@ -107,11 +114,7 @@ fn flock(file: &File, op: libc::c_int) -> Result<bool> {
         let err = std::io::Error::last_os_error();
         match err.raw_os_error() {
             Some(libc::EWOULDBLOCK) => return Ok(false),
-            Some(libc::EINTR) => {
-                if super::signals::stop_requested().is_some() {
-                    bail!("interrupted while waiting for the run lock");
-                }
-            }
+            Some(libc::EINTR) => continue,
             _ => return Err(err).context("flock"),
         }
     }

@@ -119,7 +119,15 @@ pub fn run(args: &RunArgs) -> Result<ExitCode> {
     }
     let scenario = checked.scenario;
     let needs_load = scenario.configs.iter().any(|c| c.load.is_some());
-    let bins = binaries(args, needs_load)?;
+    let bins = match binaries(args, needs_load) {
+        Ok(b) => b,
+        // Ctrl-C during the build reaches cargo too; report it as a stop.
+        Err(_) if signals::stop_requested().is_some() => {
+            eprintln!("xtask: stopped during the build; nothing was changed");
+            return Ok(ExitCode::from(EXIT_INTERRUPTED));
+        }
+        Err(e) => return Err(e),
+    };
     if let Some(sig) = signals::stop_requested() {
         eprintln!("xtask: stopped by signal {sig} before the first trial");
         return Ok(ExitCode::from(EXIT_INTERRUPTED));
