@@ -243,10 +243,14 @@ impl Children {
 
     /// Reaps every worker (wait4 on our group, in exit order as rt-tests'
     /// wait() does), storing each one's context switches in its slot. The
-    /// first failure kills the rest (which would otherwise block forever)
-    /// and is returned once all are reaped.
+    /// first failure SIGTERMs the rest (which would otherwise block
+    /// forever); once all are reaped, the likeliest root cause is returned.
     fn reap_all(&mut self, slots: &Slots) -> Result<(), Error> {
-        let mut first: Option<Error> = None;
+        self.reap_all_from(slots, None)
+    }
+
+    fn reap_all_from(&mut self, slots: &Slots, mut culprit: Option<Error>) -> Result<(), Error> {
+        let mut culled = culprit.is_some();
         while !self.live.is_empty() {
             if self.live.len() == 1 {
                 // The group id may be reused once its last member is
@@ -254,16 +258,19 @@ impl Children {
                 stop::set_worker_pgid(0);
             }
             match self.wait_one(slots, 0) {
-                Ok(Some(Some(e))) if first.is_none() => {
-                    first = Some(e);
-                    self.kill_all();
+                Ok(Some(Some(e))) => {
+                    if !culled {
+                        culled = true;
+                        self.kill_all(libc::SIGTERM);
+                    }
+                    culprit = likelier(culprit, e);
                 }
                 Ok(_) => {}
                 Err(()) => {
                     // EINTR: a stop request; the handler already killed
                     // the group, but the group may not be complete.
                     if stop::stop_requested() {
-                        self.kill_all();
+                        self.kill_all(libc::SIGKILL);
                     }
                 }
             }
@@ -271,20 +278,19 @@ impl Children {
         if stop::stop_requested() {
             return Err(Error::Interrupted);
         }
-        first.map_or(Ok(()), Err)
+        culprit.map_or(Ok(()), Err)
     }
 
     /// Before the start: has any worker already exited? If so, that is a
     /// failure: kill and reap the rest and report it.
     fn check_early_exit(&mut self, slots: &Slots) -> Result<(), Error> {
         if let Ok(Some(found)) = self.wait_one(slots, libc::WNOHANG) {
-            self.kill_all();
-            // The others die of our SIGKILL; the one found is the cause.
-            let _ = self.reap_all(slots);
-            return Err(found.unwrap_or(Error::Setup {
+            self.kill_all(libc::SIGTERM);
+            let found = found.unwrap_or(Error::Setup {
                 what: "Reading for readyfds",
                 errno: libc::ECHILD,
-            }));
+            });
+            self.reap_all_from(slots, Some(found))?;
         }
         Ok(())
     }
@@ -342,11 +348,11 @@ impl Children {
         })
     }
 
-    /// SIGKILLs every unreaped worker (by pid: always ours).
-    fn kill_all(&self) {
+    /// Sends `sig` to every unreaped worker (by pid: always ours).
+    fn kill_all(&self, sig: libc::c_int) {
         for &pid in &self.live {
             // SAFETY: an unreaped child of ours.
-            unsafe { libc::kill(pid, libc::SIGKILL) };
+            unsafe { libc::kill(pid, sig) };
         }
     }
 }
@@ -354,13 +360,43 @@ impl Children {
 impl Drop for Children {
     fn drop(&mut self) {
         stop::set_worker_pgid(0);
-        self.kill_all();
+        self.kill_all(libc::SIGKILL);
         for pid in std::mem::take(&mut self.live) {
             let mut status = 0;
             // SAFETY: reaping our own child; retried on EINTR.
             while unsafe { libc::waitpid(pid, &mut status, 0) } < 0 && sys::errno() == libc::EINTR {
             }
         }
+    }
+}
+
+/// Of two worker failures, the likelier root cause. One dying worker makes
+/// its peers fail in turn (EPIPE, ECONNRESET, end of stream), sometimes
+/// before the dead one is reaped; our own SIGTERM to the rest (sent once
+/// the first failure is seen) is never the cause. Ties go to the earlier.
+fn likelier(a: Option<Error>, b: Error) -> Option<Error> {
+    match a {
+        Some(a) if rank(&a) <= rank(&b) => Some(a),
+        _ => Some(b),
+    }
+}
+
+/// Lower is likelier to be the root cause.
+fn rank(e: &Error) -> u8 {
+    let peer = |errno: i32| matches!(errno, libc::EPIPE | libc::ECONNRESET);
+    match e {
+        Error::Worker { cause, .. } => match cause {
+            WorkerCause::Signaled(libc::SIGTERM) => 4,
+            WorkerCause::Signaled(libc::SIGPIPE) => 2,
+            WorkerCause::Signaled(_) => 0,
+            WorkerCause::Failed {
+                stage: crate::Stage::ReceiverEof,
+                ..
+            } => 2,
+            WorkerCause::Failed { errno, .. } if peer(*errno) => 2,
+            _ => 1,
+        },
+        _ => 1,
     }
 }
 
@@ -379,5 +415,55 @@ fn child_init(pgid: libc::pid_t, parent: libc::pid_t) {
         let mut none: libc::sigset_t = std::mem::zeroed();
         libc::sigemptyset(&mut none);
         libc::sigprocmask(libc::SIG_SETMASK, &none, std::ptr::null_mut());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Stage;
+
+    fn worker(cause: WorkerCause) -> Error {
+        Error::Worker {
+            worker: WorkerId::at(0, 1, Some(1)),
+            cause,
+        }
+    }
+
+    #[test]
+    fn a_killed_worker_outranks_the_peers_it_broke() {
+        let peer = worker(WorkerCause::Failed {
+            stage: Stage::SenderWrite,
+            errno: libc::ECONNRESET,
+        });
+        let killed = worker(WorkerCause::Signaled(libc::SIGKILL));
+        let culled = worker(WorkerCause::Signaled(libc::SIGTERM));
+        let got = likelier(likelier(Some(peer), killed), culled);
+        assert!(matches!(
+            got,
+            Some(Error::Worker {
+                cause: WorkerCause::Signaled(libc::SIGKILL),
+                ..
+            })
+        ));
+        let eof = worker(WorkerCause::Failed {
+            stage: Stage::ReceiverEof,
+            errno: 0,
+        });
+        let own = worker(WorkerCause::Failed {
+            stage: Stage::SenderWrite,
+            errno: libc::EBADF,
+        });
+        assert_eq!(rank(&own), 1);
+        assert!(matches!(
+            likelier(Some(eof), own),
+            Some(Error::Worker {
+                cause: WorkerCause::Failed {
+                    errno: libc::EBADF,
+                    ..
+                },
+                ..
+            })
+        ));
     }
 }

@@ -12,9 +12,8 @@
 //! blocked worker with [`stop::NUDGE`] until all have returned.
 
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Once;
-use std::thread::ScopedJoinHandle;
 use std::time::Duration;
 
 use crate::fdpair::{fdpair, Pair};
@@ -25,9 +24,15 @@ use crate::sys;
 use crate::worker::{work, Ctx, Job};
 use crate::{collect, Error, Params, RoundResult, Stamp, WorkerCause, WorkerId};
 
-/// Worker stack size: ample for the loops (the buffers are on the heap)
-/// while staying near rt-tests' tiny stacks.
-const STACK: usize = 64 * 1024;
+/// Worker stack size: rt-tests' PTHREAD_STACK_MIN. Enough, because the
+/// message buffers are on the heap (see the module comment); and no
+/// bigger, because glibc madvise()s the unused part of a larger stack when
+/// the thread exits, which is inside the timed window.
+const STACK: usize = if libc::PTHREAD_STACK_MIN > 16384 {
+    libc::PTHREAD_STACK_MIN
+} else {
+    16384
+};
 
 /// State shared by the main thread and the workers of one round.
 struct Shared {
@@ -39,9 +44,6 @@ struct Shared {
     remaining: AtomicUsize,
     /// Write end of the done pipe.
     done_w: RawFd,
-    /// Each worker's pthread_t, stored by the worker itself as its first
-    /// act (0 until then), for [`stop::NUDGE`].
-    tids: Vec<AtomicU64>,
 }
 
 impl Shared {
@@ -70,31 +72,55 @@ pub(crate) fn round(p: &Params) -> Result<RoundResult, Error> {
         failed: AtomicBool::new(false),
         remaining: AtomicUsize::new(0),
         done_w: done.w.as_raw_fd(),
-        tids: (0..total).map(|_| AtomicU64::new(0)).collect(),
     };
     stop::set_wake_fd(shared.done_w);
-    let result = std::thread::scope(|s| {
-        let mut team = Team {
-            shared: &shared,
-            handles: Vec::new(),
-        };
-        let ids = Ids {
-            ready_out: ready.w.as_raw_fd(),
-            wakefd: wake.r.as_raw_fd(),
-        };
-        team.spawn_all(s, p, &pairs, bufs, &slots, ids)?;
-        let _fifo = fifo(p)?;
-        wait_ready(&ready.r, &done.r, total, &shared, &slots, p)?;
-        let start = Stamp::start();
-        sys::write_byte(wake.w.as_raw_fd(), b'*')
-            .map_err(|e| setup("Writing to start senders", &e))?;
-        wait_done(&done.r, &shared, &slots, p)?;
-        team.join_all();
-        Ok((start, Stamp::end()))
-    });
+    let fds = Fds {
+        ready: &ready,
+        wake: &wake,
+        done_r: &done.r,
+    };
+    let result = timed_part(p, &shared, &pairs, bufs, &slots, fds);
     stop::set_wake_fd(-1);
     let (start, end) = result?;
     collect(p, &slots, start, end)
+}
+
+/// The round's own fds.
+#[derive(Clone, Copy)]
+struct Fds<'a> {
+    ready: &'a Pair,
+    wake: &'a Pair,
+    done_r: &'a OwnedFd,
+}
+
+/// Creates the workers (untimed), waits for them to be ready, then times
+/// from the wake byte until the last one is joined.
+fn timed_part(
+    p: &Params,
+    shared: &Shared,
+    pairs: &[Pair],
+    bufs: Vec<sys::MsgBuf>,
+    slots: &Slots,
+    fds: Fds<'_>,
+) -> Result<(Stamp, Stamp), Error> {
+    let mut team = Team {
+        shared,
+        threads: Vec::new(),
+    };
+    let ids = Ids {
+        ready_out: fds.ready.w.as_raw_fd(),
+        wakefd: fds.wake.r.as_raw_fd(),
+    };
+    team.spawn_all(p, pairs, bufs, slots, ids)?;
+    let _fifo = fifo(p)?;
+    let total = p.total_workers()?;
+    wait_ready(&fds.ready.r, fds.done_r, total, shared, slots, p)?;
+    let start = Stamp::start();
+    sys::write_byte(fds.wake.w.as_raw_fd(), b'*')
+        .map_err(|e| setup("Writing to start senders", &e))?;
+    wait_done(fds.done_r, shared, slots, p)?;
+    team.join_all();
+    Ok((start, Stamp::end()))
 }
 
 /// The barrier fds every worker gets.
@@ -131,60 +157,46 @@ fn make_buffers(p: &Params, total: usize) -> Result<Vec<sys::MsgBuf>, Error> {
     Ok(bufs)
 }
 
-/// The running workers. Dropping it with workers still running abandons
-/// the round: no error path leaves a thread blocked (the scope would then
-/// wait for it forever).
-struct Team<'scope, 'env> {
-    shared: &'env Shared,
-    handles: Vec<ScopedJoinHandle<'scope, ()>>,
+/// The running workers. Dropping it abandons the round if workers are
+/// still running, then joins them all: no error path leaves a thread
+/// behind, and no thread outlives the data it borrows (`'a`).
+struct Team<'a> {
+    shared: &'a Shared,
+    threads: Vec<libc::pthread_t>,
 }
 
-impl<'scope, 'env> Team<'scope, 'env> {
+/// What a worker thread runs.
+type Body<'a> = Box<dyn FnOnce() + Send + 'a>;
+
+impl<'a> Team<'a> {
     /// Spawns every worker with SIGINT/SIGTERM/SIGHUP blocked (they
     /// inherit the mask), so those signals reach the main thread.
     fn spawn_all(
         &mut self,
-        s: &'scope std::thread::Scope<'scope, 'env>,
-        p: &'env Params,
-        pairs: &'env [Pair],
+        p: &'a Params,
+        pairs: &'a [Pair],
         bufs: Vec<sys::MsgBuf>,
-        slots: &'env Slots,
+        slots: &'a Slots,
         ids: Ids,
     ) -> Result<(), Error> {
         let _mask = BlockStopSignals::new();
         let fds = p.fds as usize;
+        let packets = u64::from(p.fds) * u64::from(p.loops);
         let mut bufs = bufs.into_iter();
+        let mut next_buf = || {
+            bufs.next().ok_or(Error::Alloc {
+                bytes: u64::from(p.datasize),
+            })
+        };
         for (g, group) in pairs.chunks(fds.max(1)).enumerate() {
             let base = g * 2 * fds;
-            let out_fds: &'env [Pair] = group;
             for (i, pair) in group.iter().enumerate() {
-                let job =
-                    WorkerJob::Receiver(pair.r.as_raw_fd(), u64::from(p.fds) * u64::from(p.loops));
-                self.spawn(
-                    s,
-                    base + i,
-                    job,
-                    bufs.next().ok_or(Error::Alloc {
-                        bytes: u64::from(p.datasize),
-                    })?,
-                    slots,
-                    ids,
-                    p.loops,
-                )?;
+                let job = WorkerJob::Receiver(pair.r.as_raw_fd(), packets);
+                self.spawn_worker(base + i, job, next_buf()?, slots, ids, p.loops)?;
             }
             for i in 0..fds {
-                let job = WorkerJob::Sender(out_fds);
-                self.spawn(
-                    s,
-                    base + fds + i,
-                    job,
-                    bufs.next().ok_or(Error::Alloc {
-                        bytes: u64::from(p.datasize),
-                    })?,
-                    slots,
-                    ids,
-                    p.loops,
-                )?;
+                let job = WorkerJob::Sender(group);
+                self.spawn_worker(base + fds + i, job, next_buf()?, slots, ids, p.loops)?;
             }
             if stop::stop_requested() {
                 return Err(Error::Interrupted);
@@ -193,85 +205,108 @@ impl<'scope, 'env> Team<'scope, 'env> {
         Ok(())
     }
 
-    #[allow(clippy::too_many_arguments)]
-    fn spawn(
+    fn spawn_worker(
         &mut self,
-        s: &'scope std::thread::Scope<'scope, 'env>,
         index: usize,
-        job: WorkerJob<'env>,
+        job: WorkerJob<'a>,
         mut buf: sys::MsgBuf,
-        slots: &'env Slots,
+        slots: &'a Slots,
         ids: Ids,
         loops: u32,
     ) -> Result<(), Error> {
-        self.handles.reserve(1);
         let shared = self.shared;
-        shared.remaining.fetch_add(1, Ordering::SeqCst);
-        let spawned = std::thread::Builder::new()
-            .stack_size(STACK)
-            .spawn_scoped(s, move || {
-                // SAFETY: pthread_self cannot fail.
-                let me = unsafe { libc::pthread_self() };
-                shared.tids[index].store(me as u64, Ordering::SeqCst);
-                let slot = slots.get(index);
-                let ctx = Ctx {
-                    ready_out: ids.ready_out,
-                    wakefd: ids.wakefd,
-                    loops,
-                    buf: buf.as_mut_slice(),
-                    slot,
-                    abort: Some(&shared.abort),
-                };
-                let out_fds: Vec<RawFd>;
-                let job = match job {
-                    WorkerJob::Receiver(in_fd, packets) => Job::Receiver { in_fd, packets },
-                    WorkerJob::Sender(pairs) => {
-                        out_fds = pairs.iter().map(|p| p.w.as_raw_fd()).collect();
-                        Job::Sender { out_fds: &out_fds }
-                    }
-                };
-                let ok = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| work(job, ctx)))
-                    .unwrap_or(false);
-                finish(shared, slot, ok);
-            });
-        match spawned {
-            Ok(h) => {
-                self.handles.push(h);
-                Ok(())
-            }
-            Err(e) => {
-                shared.remaining.fetch_sub(1, Ordering::SeqCst);
-                Err(setup("pthread_create failed()", &e))
-            }
-        }
+        self.spawn(Box::new(move || {
+            let slot = slots.get(index);
+            let ctx = Ctx {
+                ready_out: ids.ready_out,
+                wakefd: ids.wakefd,
+                loops,
+                buf: buf.as_mut_slice(),
+                slot,
+                abort: Some(&shared.abort),
+            };
+            let out_fds: Vec<RawFd>;
+            let job = match job {
+                WorkerJob::Receiver(in_fd, packets) => Job::Receiver { in_fd, packets },
+                WorkerJob::Sender(pairs) => {
+                    out_fds = pairs.iter().map(|p| p.w.as_raw_fd()).collect();
+                    Job::Sender { out_fds: &out_fds }
+                }
+            };
+            let ok = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| work(job, ctx)))
+                .unwrap_or(false);
+            finish(shared, slot, ok);
+        }))
     }
 
-    /// Joins every worker; called once all have returned.
+    /// pthread_create with a PTHREAD_STACK_MIN stack, as rt-tests does.
+    /// Raw pthreads rather than std::thread: std gives every thread a
+    /// signal stack that is mmap'ed at start and munmap'ed at exit, and
+    /// thread exit is inside the timed window.
+    fn spawn(&mut self, body: Body<'a>) -> Result<(), Error> {
+        self.threads.reserve(1);
+        // SAFETY: lifetime erasure; `Team` joins every thread it created
+        // (Drop) before `'a` ends, so the body never outlives its borrows.
+        let body: Body<'static> = unsafe { std::mem::transmute::<Body<'a>, Body<'static>>(body) };
+        let arg = Box::into_raw(Box::new(body));
+        self.shared.remaining.fetch_add(1, Ordering::SeqCst);
+        // SAFETY: attr is initialised before use and destroyed after;
+        // `arg` is handed to the new thread, or reclaimed if none starts.
+        let err = unsafe {
+            let mut attr: libc::pthread_attr_t = std::mem::zeroed();
+            libc::pthread_attr_init(&mut attr);
+            libc::pthread_attr_setstacksize(&mut attr, STACK);
+            let mut t: libc::pthread_t = 0;
+            let err = libc::pthread_create(&mut t, &attr, trampoline, arg.cast());
+            libc::pthread_attr_destroy(&mut attr);
+            if err == 0 {
+                self.threads.push(t);
+            } else {
+                drop(Box::from_raw(arg));
+            }
+            err
+        };
+        if err != 0 {
+            self.shared.remaining.fetch_sub(1, Ordering::SeqCst);
+            return Err(Error::Setup {
+                what: "pthread_create failed()",
+                errno: err,
+            });
+        }
+        Ok(())
+    }
+
+    /// Joins every worker (all have returned, or are about to).
     fn join_all(&mut self) {
-        for h in self.handles.drain(..) {
-            let _ = h.join();
+        for t in self.threads.drain(..) {
+            // SAFETY: a thread we created and have not joined.
+            unsafe { libc::pthread_join(t, std::ptr::null_mut()) };
         }
     }
 }
 
-impl Drop for Team<'_, '_> {
+/// Thread entry: runs the boxed body; a panic must not unwind into C.
+extern "C" fn trampoline(arg: *mut libc::c_void) -> *mut libc::c_void {
+    // SAFETY: `arg` is the Box leaked by `Team::spawn`, used once.
+    let body = unsafe { Box::from_raw(arg.cast::<Body<'static>>()) };
+    let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(body));
+    std::ptr::null_mut()
+}
+
+impl Drop for Team<'_> {
     fn drop(&mut self) {
-        if self.shared.remaining.load(Ordering::SeqCst) == 0 {
-            return;
+        if self.shared.remaining.load(Ordering::SeqCst) > 0 {
+            self.shared.abort.store(true, Ordering::SeqCst);
         }
-        self.shared.abort.store(true, Ordering::SeqCst);
         // Repeat: a worker may check the flag just before it blocks.
         while self.shared.remaining.load(Ordering::SeqCst) > 0 {
-            for tid in &self.shared.tids {
-                let t = tid.load(Ordering::SeqCst);
-                if t != 0 {
-                    // SAFETY: a thread of this scope, not joined yet (the
-                    // scope joins after this drop).
-                    unsafe { libc::pthread_kill(t as libc::pthread_t, stop::NUDGE) };
-                }
+            for &t in &self.threads {
+                // SAFETY: none of these threads has been joined yet.
+                unsafe { libc::pthread_kill(t, stop::NUDGE) };
             }
             std::thread::sleep(Duration::from_millis(2));
         }
+        self.join_all();
     }
 }
 
