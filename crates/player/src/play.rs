@@ -17,6 +17,9 @@ use crate::nearmiss::NearMiss;
 use crate::sink::{Sink, SinkError};
 use crate::wav::WavStream;
 
+/// Periods read from the file at once.
+const READ_AHEAD_PERIODS: usize = 16;
+
 /// A stall of the writer thread, injected on purpose (self-test option).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct StallSpec {
@@ -143,8 +146,11 @@ pub fn play(
         None
     };
     let frame_bytes = stream.spec().frame_bytes();
-    // The only buffer of the steady state, allocated (and touched) once.
-    let mut buf = vec![setup.format.silence_byte(); setup.period_frames as usize * frame_bytes];
+    let period_bytes = setup.period_frames as usize * frame_bytes;
+    // The only buffer of the steady state, allocated (and touched) once. It
+    // holds several periods so that the file is read in large chunks (one
+    // read per READ_AHEAD_PERIODS writes) while writes stay period-sized.
+    let mut buf = vec![setup.format.silence_byte(); READ_AHEAD_PERIODS * period_bytes];
     let frame_limit = opts
         .duration_s
         .map(|d| (d * setup.rate as f64).round() as u64);
@@ -180,7 +186,8 @@ pub fn play(
         if room == 0 {
             break EndReason::Duration;
         }
-        let want = (setup.period_frames.min(room)) as usize * frame_bytes;
+        let room_frames = usize::try_from(room).unwrap_or(usize::MAX);
+        let want = (buf.len() / frame_bytes).min(room_frames) * frame_bytes;
         let frames = stream.read_frames(&mut buf[..want])?;
         if frames == 0 {
             file_loop += 1;
@@ -191,12 +198,15 @@ pub fn play(
             continue;
         }
         let first_frame = stream.position() - frames as u64;
-        if let Step::End(reason) = p.write_chunk(
-            &buf[..frames * frame_bytes],
-            frame_bytes,
-            first_frame,
-            file_loop,
-        )? {
+        let mut step = Step::Continue;
+        for (k, chunk) in buf[..frames * frame_bytes].chunks(period_bytes).enumerate() {
+            let chunk_first = first_frame + (k * period_bytes / frame_bytes) as u64;
+            step = p.write_chunk(chunk, frame_bytes, chunk_first, file_loop)?;
+            if matches!(step, Step::End(_)) {
+                break;
+            }
+        }
+        if let Step::End(reason) = step {
             break reason;
         }
     };

@@ -147,10 +147,23 @@ fn a_real_scheduling_stall_is_one_underrun_of_the_right_length() {
     let server = server();
     let wav = tone(3.0);
     let json = TempFile(std::env::temp_dir().join(format!("xrun-hog-{}.json", std::process::id())));
-    // SCHED_OTHER writer on CPU 1: the hog at FIFO 90 takes that CPU whole.
+    // A FIFO 10 writer on CPU 1: above anything else the machine runs
+    // (so only the hog stalls it), below the hog at FIFO 90, which takes
+    // that CPU whole.
     let child = jack_player(&server)
         .args([
-            "-D", JACK_PCM, "-B", "20000", "-F", "5000", "--cpu", "1", "-q", "--json",
+            "-D",
+            JACK_PCM,
+            "-B",
+            "20000",
+            "-F",
+            "5000",
+            "--cpu",
+            "1",
+            "--priority",
+            "fifo:10",
+            "-q",
+            "--json",
         ])
         .arg(&json.0)
         .arg(&wav.0)
@@ -197,14 +210,28 @@ fn aplay_and_xrun_player_see_the_same_stall() {
     let mut results = Vec::new();
     for tool in ["aplay", "xrun-player"] {
         let mut cmd = match tool {
+            // Both at FIFO 10: only the hog (FIFO 90) stalls them.
             "aplay" => {
-                let mut c = Command::new("aplay");
-                c.args(["-D", JACK_PCM, "-B", "20000", "-F", "5000"]);
+                let mut c = Command::new("chrt");
+                c.args([
+                    "-f", "10", "aplay", "-D", JACK_PCM, "-B", "20000", "-F", "5000",
+                ]);
                 c
             }
             _ => {
                 let mut c = player();
-                c.args(["-D", JACK_PCM, "-B", "20000", "-F", "5000", "--cpu", "1"]);
+                c.args([
+                    "-D",
+                    JACK_PCM,
+                    "-B",
+                    "20000",
+                    "-F",
+                    "5000",
+                    "--cpu",
+                    "1",
+                    "--priority",
+                    "fifo:10",
+                ]);
                 c
             }
         };
