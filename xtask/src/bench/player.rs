@@ -1,8 +1,19 @@
 //! `cargo xtask bench player`: xrun-player against aplay on the same PCM.
+//!
+//! Both tools play the same file with the same buffer settings,
+//! alternately (aplay, ours, aplay, ours …) so that drifts in the machine's
+//! state hit both alike; each run's CPU time and peak RSS come from
+//! wait4(2). The figures are medians, reported as ratios ours/aplay.
 
-use std::process::ExitCode;
+use std::path::PathBuf;
+use std::process::{Command, ExitCode, Stdio};
 
-use anyhow::{bail, Result};
+use anyhow::{bail, Context, Result};
+use xrunbench_soundserver::{JackConfig, JackServer, JACK_PCM};
+
+use super::stats::{median, wait_with_cost, ChildCost};
+use crate::deps;
+use crate::util::build_release_binaries;
 
 /// Arguments of `cargo xtask bench player`.
 #[derive(clap::Args)]
@@ -10,9 +21,179 @@ pub struct Args {
     /// Runs of each tool.
     #[arg(long, default_value_t = 5)]
     pub runs: u32,
+    /// Seconds of audio per run.
+    #[arg(long, default_value_t = 10.0)]
+    pub seconds: f64,
+    /// Buffer time, µs (both tools' -B).
+    #[arg(long, default_value_t = 20_000)]
+    pub buffer_time: u32,
+    /// Period time, µs (both tools' -F).
+    #[arg(long, default_value_t = 5_000)]
+    pub period_time: u32,
+    /// ALSA PCM to play to; by default a JACK dummy server is started and
+    /// both tools play to `plug:jack`.
+    #[arg(short = 'D', long)]
+    pub device: Option<String>,
+}
+
+/// A generated WAV on /dev/shm, removed on drop.
+struct ShmWav(PathBuf);
+
+impl Drop for ShmWav {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+/// 16-bit stereo 48 kHz, 440 Hz at -6 dBFS: what aplay plays by default.
+fn write_tone(seconds: f64) -> Result<ShmWav> {
+    let path = PathBuf::from(format!(
+        "/dev/shm/xrunbench-bench-{}.wav",
+        std::process::id()
+    ));
+    let wav = ShmWav(path);
+    let frames = (seconds * 48_000.0) as u32;
+    let mut bytes = Vec::with_capacity(44 + frames as usize * 4);
+    bytes.extend_from_slice(b"RIFF");
+    bytes.extend_from_slice(&(36 + frames * 4).to_le_bytes());
+    bytes.extend_from_slice(b"WAVEfmt ");
+    for v in [16u32, 0x0002_0001, 48_000, 192_000, 0x0010_0004] {
+        bytes.extend_from_slice(&v.to_le_bytes());
+    }
+    bytes.extend_from_slice(b"data");
+    bytes.extend_from_slice(&(frames * 4).to_le_bytes());
+    for i in 0..frames {
+        let x = (i as f64 * 440.0 * std::f64::consts::TAU / 48_000.0).sin() * 16_384.0;
+        let s = (x as i16).to_le_bytes();
+        bytes.extend_from_slice(&[s[0], s[1], s[0], s[1]]);
+    }
+    std::fs::write(&wav.0, bytes).with_context(|| format!("writing {}", wav.0.display()))?;
+    Ok(wav)
+}
+
+/// One run of one tool.
+#[derive(Debug, Clone, Copy)]
+struct Run {
+    cost: ChildCost,
+    underruns: usize,
+}
+
+fn run_once(mut cmd: Command) -> Result<Run> {
+    let shown = format!("{cmd:?}");
+    let stderr = tempfile_for_stderr()?;
+    let child = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(stderr.try_clone()?)
+        .spawn()
+        .with_context(|| format!("starting {shown}"))?;
+    let cost = wait_with_cost(child).with_context(|| format!("waiting for {shown}"))?;
+    let text = read_back(stderr)?;
+    if !cost.success {
+        bail!("{shown} failed: {text}");
+    }
+    Ok(Run {
+        cost,
+        underruns: text.matches("underrun!!!").count(),
+    })
+}
+
+fn tempfile_for_stderr() -> Result<std::fs::File> {
+    let path = std::env::temp_dir().join(format!("xrunbench-bench-stderr-{}", std::process::id()));
+    let f = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(true)
+        .read(true)
+        .write(true)
+        .open(&path)?;
+    std::fs::remove_file(&path)?;
+    Ok(f)
+}
+
+fn read_back(mut f: std::fs::File) -> Result<String> {
+    use std::io::{Read, Seek};
+    let mut s = String::new();
+    f.rewind()?;
+    f.read_to_string(&mut s)?;
+    Ok(s)
 }
 
 /// Runs the benchmark.
-pub fn run(_args: &Args) -> Result<ExitCode> {
-    bail!("bench player: not yet implemented")
+pub fn run(args: &Args) -> Result<ExitCode> {
+    deps::ensure(deps::TEST_PACKAGES)?;
+    let bin = build_release_binaries(&["xrunbench-player"])?.join("xrun-player");
+    let server = match args.device {
+        Some(_) => None,
+        None => Some(JackServer::start(&JackConfig::default())?),
+    };
+    let device = args.device.clone().unwrap_or_else(|| JACK_PCM.to_string());
+    let wav = write_tone(args.seconds)?;
+    let common = [
+        "-D".to_string(),
+        device.clone(),
+        "-B".into(),
+        args.buffer_time.to_string(),
+        "-F".into(),
+        args.period_time.to_string(),
+    ];
+    println!(
+        "bench player: {:.1} s of S16_LE 48000 Hz stereo from tmpfs, -B {} -F {}, device {device}{}, {} runs each, alternating",
+        args.seconds,
+        args.buffer_time,
+        args.period_time,
+        if server.is_some() { " (JACK dummy server)" } else { "" },
+        args.runs
+    );
+    let mut results: [(&str, Vec<Run>); 2] = [("aplay", Vec::new()), ("xrun-player", Vec::new())];
+    for k in 0..args.runs {
+        for (tool, runs) in results.iter_mut() {
+            let mut cmd = Command::new(if *tool == "aplay" {
+                PathBuf::from("aplay")
+            } else {
+                bin.clone()
+            });
+            cmd.args(&common).arg(&wav.0);
+            if let Some(s) = &server {
+                s.configure(&mut cmd);
+            }
+            let r = run_once(cmd)?;
+            println!(
+                "  run {}/{} {tool:12} cpu {:8.1} ms  max rss {:7} KiB  underruns {}",
+                k + 1,
+                args.runs,
+                r.cost.cpu_ms,
+                r.cost.max_rss_kib,
+                r.underruns
+            );
+            runs.push(r);
+        }
+    }
+    print_table(&results);
+    Ok(ExitCode::SUCCESS)
+}
+
+fn medians(runs: &[Run]) -> (f64, f64) {
+    let cpu: Vec<f64> = runs.iter().map(|r| r.cost.cpu_ms).collect();
+    let rss: Vec<f64> = runs.iter().map(|r| r.cost.max_rss_kib as f64).collect();
+    (median(&cpu).unwrap_or(0.0), median(&rss).unwrap_or(0.0))
+}
+
+fn print_table(results: &[(&str, Vec<Run>); 2]) {
+    println!();
+    println!(
+        "{:14} {:>16} {:>20} {:>10}",
+        "tool", "cpu ms (median)", "max RSS KiB (median)", "underruns"
+    );
+    for (tool, runs) in results {
+        let (cpu, rss) = medians(runs);
+        let xruns: usize = runs.iter().map(|r| r.underruns).sum();
+        println!("{tool:14} {cpu:>16.1} {rss:>20.0} {xruns:>10}");
+    }
+    let (aplay_cpu, aplay_rss) = medians(&results[0].1);
+    let (ours_cpu, ours_rss) = medians(&results[1].1);
+    println!(
+        "ratio xrun-player/aplay: cpu {:.2}x (target <= 0.80x), max rss {:.3}x (target <= 1.00x)",
+        ours_cpu / aplay_cpu,
+        ours_rss / aplay_rss
+    );
 }
