@@ -276,11 +276,12 @@ fn sigterm_restores_knobs_keeps_finished_trials_and_exits_130() {
 
 /// SIGKILLs a run while config `a`'s knobs are applied; returns the
 /// results dir (whose run holds the journal) and the values found before.
-fn killed_run(dir: &Path) -> (std::path::PathBuf, (String, String)) {
+fn killed_run(dir: &Path) -> (std::path::PathBuf, (String, String), String) {
     let before = snapshot();
     let res = dir.join("results");
     let s = knob_scenario(dir, "killed", "30s", 1, true);
     let mut child = spawn_run(&s, &res, None);
+    let tone = format!("/dev/shm/xrunbench-{}-0.wav", child.id());
     assert!(wait_applied(&before), "knobs were never applied");
     child.kill().unwrap();
     child.wait().unwrap();
@@ -292,7 +293,11 @@ fn killed_run(dir: &Path) -> (std::path::PathBuf, (String, String)) {
     );
     // The orphaned children stop on their own (parent-death signal).
     assert_no_children_left(&res);
-    (res, before)
+    assert!(
+        Path::new(&tone).exists(),
+        "SIGKILL leaves the generated tone"
+    );
+    (res, before, tone)
 }
 
 #[test]
@@ -302,7 +307,7 @@ fn after_sigkill_restore_replays_the_journal() {
     }
     let _g = knob_lock();
     let dir = tempfile::tempdir().unwrap();
-    let (res, before) = killed_run(dir.path());
+    let (res, before, tone) = killed_run(dir.path());
     let out = run_xtask(&["restore", "--results-dir", res.to_str().unwrap()]);
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
@@ -312,6 +317,10 @@ fn after_sigkill_restore_replays_the_journal() {
     );
     assert_eq!(snapshot(), before, "restore put the values back: {stdout}");
     assert!(stdout.contains("restored from"), "{stdout}");
+    assert!(
+        !Path::new(&tone).exists(),
+        "restore removed the orphaned tone: {stdout}"
+    );
     assert!(find_named(&res, "journal.json").is_empty());
     let again = run_xtask(&["restore", "--results-dir", res.to_str().unwrap()]);
     assert!(String::from_utf8_lossy(&again.stdout).contains("nothing to restore"));
@@ -324,7 +333,7 @@ fn after_sigkill_the_next_run_replays_the_journal_first() {
     }
     let _g = knob_lock();
     let dir = tempfile::tempdir().unwrap();
-    let (res, before) = killed_run(dir.path());
+    let (res, before, tone) = killed_run(dir.path());
     // Another scenario, no knobs, a different results dir: the journal is
     // still found through the machine's state dir.
     let other = dir.path().join("other");
@@ -338,6 +347,10 @@ fn after_sigkill_the_next_run_replays_the_journal_first() {
     let (code, stderr) = output_of(spawn_run(&s, &other.join("results"), None));
     assert_eq!(code, Some(0), "{stderr}");
     assert!(stderr.contains("restored from"), "{stderr}");
+    assert!(
+        !Path::new(&tone).exists(),
+        "the next run removed the orphaned tone"
+    );
     assert_eq!(snapshot(), before);
     assert!(find_named(&res, "journal.json").is_empty());
 }

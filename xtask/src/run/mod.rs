@@ -78,7 +78,8 @@ pub fn restore(args: &RestoreArgs) -> Result<ExitCode> {
         .clone()
         .unwrap_or_else(store::default_results_root);
     let lock = MachineLock::acquire()?;
-    let lines = journal::replay_leftovers(&root, &lock)?;
+    let mut lines = journal::replay_leftovers(&root, &lock)?;
+    lines.extend(remove_orphan_tones());
     if lines.is_empty() {
         println!("nothing to restore: no journal left by an interrupted run");
     }
@@ -107,7 +108,8 @@ pub fn run(args: &RunArgs) -> Result<ExitCode> {
         return dry_run(&scenario, &args.only, &sys, &results_root);
     }
     let lock = MachineLock::acquire()?;
-    for line in journal::replay_leftovers(&results_root, &lock)? {
+    let leftovers = journal::replay_leftovers(&results_root, &lock)?;
+    for line in leftovers.iter().chain(&remove_orphan_tones()) {
         eprintln!("xtask: {line}");
     }
     let checked = match validate::check_system(scenario, &args.only, &sys) {
@@ -493,6 +495,34 @@ impl Drop for PreparedAudio {
             let _ = std::fs::remove_file(p);
         }
     }
+}
+
+/// Removes generated tones left in tmpfs by runs that were SIGKILLed (their
+/// pid is gone). Called under the machine lock, so no live run owns them.
+fn remove_orphan_tones() -> Vec<String> {
+    let mut removed = Vec::new();
+    let Ok(entries) = std::fs::read_dir(tmpfs_dir()) else {
+        return removed;
+    };
+    for e in entries.flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        let Some(pid) = name
+            .strip_prefix("xrunbench-")
+            .filter(|_| name.ends_with(".wav"))
+            .and_then(|rest| rest.split('-').next())
+            .and_then(|p| p.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        let alive = Path::new("/proc").join(pid.to_string()).exists();
+        if !alive && std::fs::remove_file(e.path()).is_ok() {
+            removed.push(format!(
+                "removed {} left by a killed run",
+                e.path().display()
+            ));
+        }
+    }
+    removed
 }
 
 fn tmpfs_dir() -> PathBuf {
