@@ -46,6 +46,12 @@ fn run(prog: &str, opts: &Options) -> Result<ExitCode> {
         Some(JsonTarget::Stdout) => Box::new(std::io::stderr()),
         _ => Box::new(std::io::stdout()),
     };
+    // Find out now, not after an hour of load, that the report cannot be
+    // written.
+    if let Some(JsonTarget::File(path)) = &opts.json {
+        std::fs::File::create(tmp_path(path))
+            .with_context(|| format!("cannot write the report {}", path.display()))?;
+    }
     write!(human, "{}", opts.params.banner())?;
     human.flush()?;
     stop::install_signal_handlers().context("installing signal handlers")?;
@@ -94,11 +100,17 @@ fn write_json(target: &JsonTarget, report: &xrunbench_schema::HackbenchReport) -
             out.flush()?;
         }
         JsonTarget::File(path) => {
-            let mut tmp = path.as_os_str().to_owned();
-            tmp.push(".tmp");
+            let tmp = tmp_path(path);
             std::fs::write(&tmp, text).with_context(|| format!("writing {}", path.display()))?;
             std::fs::rename(&tmp, path).with_context(|| format!("writing {}", path.display()))?;
         }
     }
     Ok(())
+}
+
+/// The temporary file the report is written to before the rename.
+fn tmp_path(path: &std::path::Path) -> std::path::PathBuf {
+    let mut tmp = path.as_os_str().to_owned();
+    tmp.push(".tmp");
+    tmp.into()
 }

@@ -178,26 +178,18 @@ const VALID: &[&[&str]] = &[
     &["--thr", "--pi", "-g", "1", "-f", "1", "-l", "1"],
     &["-g", "+2x", "-f", " 1", "-l", "1"],
     &["-g", "4294967297", "-f", "1", "-l", "1"],
-    &["-g", "1", "-f", "1", "-l", "1", "--", "ignored?"],
 ];
 
 #[test]
 fn valid_runs_print_rt_tests_lines() {
     for args in VALID {
-        // rt-tests ignores positional arguments; we read the old form.
-        let is_positional = args.contains(&"--");
-        let args: Vec<&str> = args
-            .iter()
-            .copied()
-            .filter(|a| !is_positional || (*a != "--" && *a != "ignored?"))
-            .collect();
-        let (out, err, code) = shape(OURS, &args);
+        let (out, err, code) = shape(OURS, args);
         assert_eq!((code, err.as_str()), (0, ""), "{args:?}");
         let lines: Vec<&str> = out.lines().collect();
         assert_eq!(lines.len(), 3, "{args:?}: {out}");
         assert!(is_time_line(lines[2]), "{args:?}: {}", lines[2]);
         if have_reference() {
-            let (rout, rerr, rcode) = shape(REFERENCE, &args);
+            let (rout, rerr, rcode) = shape(REFERENCE, args);
             assert_eq!((rcode, rerr.as_str()), (0, ""), "{args:?}");
             let rlines: Vec<&str> = rout.lines().collect();
             assert_eq!(
@@ -254,6 +246,12 @@ fn old_positional_form_sets_groups_mode_and_loops() {
         "Running in threaded mode with 2 groups using 2 file descriptors each (== 4 tasks)\n\
          Each sender will pass 4 messages of 100 bytes\n"
     ));
+    let (out, _, code) = shape(OURS, &["-f", "1", "-l", "1", "--", "2"]);
+    assert_eq!(code, 0);
+    assert!(
+        out.starts_with("Running in process mode with 2 groups"),
+        "{out}"
+    );
     let (_, err, code) = shape(OURS, &["0"]);
     assert_eq!(
         (code, err.as_str()),

@@ -160,3 +160,18 @@ fn duration_runs_rounds_back_to_back_and_writes_a_file() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn an_unwritable_report_fails_before_the_load_runs() {
+    let out = Command::new(OURS)
+        .args(["-g1", "-f1", "-l1", "--json", "/nonexistent-dir/r.json"])
+        .output()
+        .expect("spawn");
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("cannot write the report /nonexistent-dir/r.json"),
+        "{err}"
+    );
+    assert!(out.stdout.is_empty(), "nothing ran");
+}
