@@ -13,7 +13,10 @@ pub const TEST_PACKAGES: &[(&str, &str)] = &[
     ("pkg-config", "finds libasound for the alsa crate"),
     ("libasound2-dev", "the alsa crate links libasound"),
     ("alsa-utils", "aplay, the reference player"),
-    ("jackd2", "a real clocked PCM without a sound card (JACK dummy backend)"),
+    (
+        "jackd2",
+        "a real clocked PCM without a sound card (JACK dummy backend)",
+    ),
     ("libasound2-plugins", "the ALSA `jack` PCM plugin"),
     ("rt-tests", "hackbench, the reference load generator"),
     ("util-linux", "taskset and chrt for scheduling stalls"),
