@@ -30,6 +30,9 @@ pub struct Args {
     /// Our binary (default: build it in release mode first).
     #[arg(long)]
     pub ours: Option<PathBuf>,
+    /// Only the modes whose label contains this (e.g. `pipe -g4`).
+    #[arg(long)]
+    pub only: Option<String>,
 }
 
 /// One benchmarked mode: a label and the arguments both tools get.
@@ -117,7 +120,10 @@ pub fn run(args: &Args) -> Result<ExitCode> {
         "mode", "ours s", "rt s", "time", "min", "vcsw", "icsw", "cpu"
     );
     let mut misses = Vec::new();
-    for mode in MODES {
+    let chosen = MODES
+        .iter()
+        .filter(|m| args.only.as_deref().map_or(true, |o| m.label.contains(o)));
+    for mode in chosen {
         let (o, r) = bench_mode(&ours, &args.reference, mode, args.runs)?;
         let row = Row::new(&o, &r);
         println!(
