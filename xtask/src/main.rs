@@ -3,7 +3,10 @@
 //! Only argument parsing lives here; each verb is a module.
 
 mod bench;
+mod bisect;
+mod compare;
 mod deps;
+mod plot;
 mod run;
 mod test;
 mod util;
@@ -30,15 +33,37 @@ enum Verb {
     Run(run::RunArgs),
     /// Restore knobs left changed by a killed run (replays its journal).
     Restore(run::RestoreArgs),
+    /// Compare run directories: mmtests-style table with significance.
+    Compare(compare::CompareArgs),
+    /// SVG plots of a run directory (fill CDF, underrun gaps, hackbench).
+    Plot(plot::PlotArgs),
+    /// One `git bisect run` step: exit 0 good, 1 bad, 125 skip.
+    Bisect(bisect::BisectArgs),
+    /// Monte Carlo: trials per bisect step vs a fixed-n test.
+    #[command(hide = true)]
+    BisectSim(bisect::sim::SimArgs),
 }
 
 fn main() -> std::process::ExitCode {
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        // clap exits 2 on a usage error, which `git bisect run` would read
+        // as "bad": a mistyped bisect command line aborts instead.
+        Err(e) if e.use_stderr() && std::env::args().nth(1).as_deref() == Some("bisect") => {
+            let _ = e.print();
+            return std::process::ExitCode::from(128);
+        }
+        Err(e) => e.exit(),
+    };
     let result = match cli.verb {
         Verb::Test(args) => test::run(&args),
         Verb::Bench(args) => bench::run(&args),
         Verb::Run(args) => run::run(&args),
         Verb::Restore(args) => run::restore(&args),
+        Verb::Compare(args) => compare::run(&args),
+        Verb::Plot(args) => plot::run(&args),
+        Verb::Bisect(args) => bisect::run(&args),
+        Verb::BisectSim(args) => bisect::sim::run(&args),
     };
     match result {
         Ok(code) => code,

@@ -451,13 +451,15 @@ impl Progress {
 
 /// The WAV each configuration plays; generated tones live in /dev/shm and
 /// are removed when this is dropped (every exit path, panics included).
-struct PreparedAudio {
-    files: Vec<PathBuf>,
+pub(crate) struct PreparedAudio {
+    /// The WAV of each configuration, in scenario order.
+    pub(crate) files: Vec<PathBuf>,
     generated: Vec<PathBuf>,
 }
 
 impl PreparedAudio {
-    fn prepare(s: &Scenario) -> Result<Self> {
+    /// Writes the tones the scenario generates; names each config's WAV.
+    pub(crate) fn prepare(s: &Scenario) -> Result<Self> {
         let mut me = PreparedAudio {
             files: Vec::new(),
             generated: Vec::new(),

@@ -1,0 +1,362 @@
+//! `cargo xtask bisect SCENARIO --baseline RUN_DIR`: one step of
+//! `git bisect run`. Runs trials of the scenario's configuration one at a
+//! time (knobs journaled and restored by the runner's trial code), tests
+//! them against the baseline's trials after each one with the sequential
+//! rule of [`rule`], and exits as git bisect wants:
+//!
+//! | exit | meaning |
+//! |---|---|
+//! | 0 | good: no regression beyond the threshold |
+//! | 1 | bad: regression beyond the threshold |
+//! | 125 | could not test this commit: the scenario does not load or does not fit this machine (kernel mismatch, device or knob missing), the build or a trial failed |
+//! | 128 | usage error or unusable baseline: aborts the whole bisection (it would fail on every commit) |
+//! | 130 | interrupted (SIGINT/SIGTERM): aborts the bisection |
+//!
+//! A measurement never exits ≥ 128.
+
+pub mod rule;
+pub mod sim;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::SystemTime;
+
+use self::rule::{Decision, Rule};
+use crate::compare::load::RunDir;
+use crate::compare::metrics::Metric;
+use crate::run::journal::{self, MachineLock};
+use crate::run::knobs::SysPaths;
+use crate::run::plan::PlannedTrial;
+use crate::run::trial::{self, Binaries, TrialContext, TrialEnd};
+use crate::run::{fingerprint, scenario, signals, store, validate, Outcome, RunManifest};
+
+/// git bisect: good.
+const EXIT_GOOD: u8 = 0;
+/// git bisect: bad.
+const EXIT_BAD: u8 = 1;
+/// git bisect: skip this commit.
+const EXIT_SKIP: u8 = 125;
+/// Aborts `git bisect run` (anything above 127 but 125's neighbours).
+const EXIT_ABORT: u8 = 128;
+/// Interrupted, as a shell reports SIGINT; also aborts the bisection.
+const EXIT_INTERRUPTED: u8 = 130;
+
+/// Arguments of `cargo xtask bisect`.
+#[derive(clap::Args, Debug)]
+pub struct BisectArgs {
+    /// The scenario file as it is at the commit under test.
+    pub scenario: PathBuf,
+    /// A run directory of the known-good state (e.g. `cargo xtask run
+    /// SCENARIO --trials 8` at the good commit).
+    #[arg(long, value_name = "RUN_DIR")]
+    pub baseline: PathBuf,
+    /// The configuration to run (default: the scenario's only one).
+    #[arg(long, value_name = "CONFIG")]
+    pub config: Option<String>,
+    /// The baseline's configuration to compare with (default: the same
+    /// name, or the baseline's only configuration).
+    #[arg(long, value_name = "CONFIG")]
+    pub baseline_config: Option<String>,
+    /// The metric that decides.
+    #[arg(long, value_enum, default_value_t = Metric::Underruns)]
+    pub metric: Metric,
+    /// Regression size that counts as bad, percent of the baseline mean
+    /// (of one trial's resolution when the baseline is 0). 100 = twice as bad.
+    #[arg(long, value_name = "PCT", default_value_t = 100.0)]
+    pub threshold: f64,
+    /// Most trials before a forced verdict.
+    #[arg(long, value_name = "N", default_value_t = 10)]
+    pub max_trials: usize,
+    /// Probability of each wrong verdict (false bad, false good) allowed.
+    #[arg(long, default_value_t = 0.05)]
+    pub alpha: f64,
+    /// Where the step's run directory goes (default: <workspace>/results).
+    #[arg(long, value_name = "DIR")]
+    pub results_dir: Option<PathBuf>,
+    /// Use xrun-player and xrun-hackbench from DIR instead of building them.
+    #[arg(long, value_name = "DIR")]
+    pub bin_dir: Option<PathBuf>,
+}
+
+/// A step that ends without a measurement: exit code and why.
+struct Stop(u8, String);
+
+fn skip(msg: impl Into<String>) -> Stop {
+    Stop(EXIT_SKIP, msg.into())
+}
+
+fn abort(msg: impl Into<String>) -> Stop {
+    Stop(EXIT_ABORT, msg.into())
+}
+
+/// `cargo xtask bisect`. Never returns an error: every failure is mapped
+/// to 125 (skip) or ≥ 128 (abort), so that git bisect never reads a
+/// harness problem as "bad".
+pub fn run(args: &BisectArgs) -> anyhow::Result<ExitCode> {
+    let code = match step(args) {
+        Ok(code) => code,
+        Err(Stop(code, msg)) => {
+            let what = match code {
+                EXIT_SKIP => "cannot test this commit (skip)",
+                EXIT_INTERRUPTED => "interrupted",
+                _ => "aborting the bisection",
+            };
+            eprintln!("xtask bisect: {what}: {msg}");
+            code
+        }
+    };
+    Ok(ExitCode::from(code))
+}
+
+fn step(args: &BisectArgs) -> Result<u8, Stop> {
+    check_args(args)?;
+    signals::install().map_err(|e| abort(format!("{e:#}")))?;
+    let base = RunDir::load(&args.baseline).map_err(|e| abort(e.0))?;
+    let (file, scenario) = scenario::load(&args.scenario).map_err(|e| skip(e.0))?;
+    let config = pick_config(args, &scenario)?;
+    let baseline = baseline_values(args, &base, &config)?;
+    let checked = validate::check_system(
+        scenario,
+        std::slice::from_ref(&config),
+        &SysPaths::default(),
+    )
+    .map_err(|lines| skip(lines.join("; ")))?;
+    let scenario = checked.scenario;
+    let resolution = args.metric.resolution(scenario.duration.as_secs_f64());
+    let rule = Rule::new(
+        &baseline,
+        args.metric.direction(),
+        resolution,
+        args.threshold,
+        args.alpha,
+        args.max_trials,
+    );
+    println!(
+        "bisect: {} `{config}` vs baseline {} ({} trials, mean {:.3} {} = {}); bad if worse by {}%: \
+         midpoint {:.3}; per-look level {}",
+        scenario.name,
+        base.path.display(),
+        baseline.len(),
+        rule.baseline_mean(),
+        args.metric.label(),
+        args.metric.describe(),
+        args.threshold,
+        rule.reference_mean(),
+        describe_levels(rule.levels()),
+    );
+    let bins = binaries(args, scenario.configs[0].load.is_some())?;
+    let lock = MachineLock::acquire().map_err(|e| skip(format!("{e:#}")))?;
+    let results_root = args
+        .results_dir
+        .clone()
+        .unwrap_or_else(store::default_results_root);
+    for line in
+        journal::replay_leftovers(&results_root, &lock).map_err(|e| skip(format!("{e:#}")))?
+    {
+        eprintln!("xtask: {line}");
+    }
+    let audio =
+        crate::run::PreparedAudio::prepare(&scenario).map_err(|e| skip(format!("{e:#}")))?;
+    let run_dir = store::create_run_dir(&results_root, &scenario.name, Some("bisect"))
+        .map_err(|e| skip(format!("{e:#}")))?;
+    let mut manifest = RunManifest {
+        schema: crate::run::RUN_SCHEMA.into(),
+        started_at: store::rfc3339(SystemTime::now()),
+        label: Some("bisect".into()),
+        scenario_file: file,
+        scenario: scenario.clone(),
+        skipped: checked.skipped.clone(),
+        plan: Vec::new(),
+        fingerprint: fingerprint::collect(),
+        outcome: None,
+    };
+    let write_manifest = |m: &RunManifest| {
+        store::write_json(&run_dir.join("run.json"), m).map_err(|e| skip(format!("{e:#}")))
+    };
+    write_manifest(&manifest)?;
+    let ctx = TrialContext {
+        scenario: &scenario,
+        sys: &SysPaths::default(),
+        run_dir: &run_dir,
+        bins: &bins,
+        wavs: &audio.files,
+        lock: &lock,
+    };
+    let result = trials(&ctx, args, &rule, &config);
+    manifest.outcome = Some(match &result {
+        Ok(_) => Outcome::Completed,
+        Err(Stop(EXIT_INTERRUPTED, _)) => Outcome::Interrupted {
+            signal: signals::stop_requested().unwrap_or(libc::SIGINT),
+        },
+        Err(Stop(_, msg)) => Outcome::Failed { error: msg.clone() },
+    });
+    write_manifest(&manifest)?;
+    println!("bisect: trials in {}", run_dir.display());
+    result
+}
+
+fn check_args(args: &BisectArgs) -> Result<(), Stop> {
+    if args.max_trials == 0 {
+        return Err(abort("--max-trials must be at least 1"));
+    }
+    if !(args.threshold > 0.0 && args.threshold.is_finite()) {
+        return Err(abort("--threshold must be a positive percentage"));
+    }
+    if !(args.alpha > 0.0 && args.alpha < 0.5) {
+        return Err(abort("--alpha must be between 0 and 0.5"));
+    }
+    Ok(())
+}
+
+fn pick_config(args: &BisectArgs, s: &scenario::Scenario) -> Result<String, Stop> {
+    let names: Vec<&str> = s.configs.iter().map(|c| c.name.as_str()).collect();
+    match &args.config {
+        Some(c) if names.contains(&c.as_str()) => Ok(c.clone()),
+        // The configuration may not exist at every commit: skip those.
+        Some(c) => Err(skip(format!(
+            "{}: no configuration `{c}` at this commit (have: {})",
+            args.scenario.display(),
+            names.join(", ")
+        ))),
+        None if names.len() == 1 => Ok(names[0].to_string()),
+        None => Err(abort(format!(
+            "{}: {} configurations ({}): say which with --config",
+            args.scenario.display(),
+            names.len(),
+            names.join(", ")
+        ))),
+    }
+}
+
+fn baseline_values(args: &BisectArgs, base: &RunDir, config: &str) -> Result<Vec<f64>, Stop> {
+    let name = match &args.baseline_config {
+        Some(c) => c.clone(),
+        None if base.configs.iter().any(|c| c == config) => config.to_string(),
+        None if base.configs.len() == 1 => base.configs[0].clone(),
+        None => {
+            return Err(abort(format!(
+                "{}: no configuration `{config}` (have: {}): say which with --baseline-config",
+                base.path.display(),
+                base.configs.join(", ")
+            )))
+        }
+    };
+    let values: Vec<f64> = base
+        .trials_of(&name)
+        .iter()
+        .filter_map(|t| args.metric.of(t))
+        .collect();
+    if values.len() < 2 {
+        return Err(abort(format!(
+            "{}: configuration `{name}` has {} trial(s) with {}; the baseline needs at least 2 \
+             (8 or more decide faster)",
+            base.path.display(),
+            values.len(),
+            args.metric.label()
+        )));
+    }
+    Ok(values)
+}
+
+fn binaries(args: &BisectArgs, needs_load: bool) -> Result<Binaries, Stop> {
+    let dir = match &args.bin_dir {
+        Some(d) => d.clone(),
+        None => crate::util::build_release_binaries(&["xrunbench-player", "xrunbench-hackbench"])
+            .map_err(|e| skip(format!("building the board binaries: {e:#}")))?,
+    };
+    let bins = Binaries {
+        player: dir.join("xrun-player"),
+        hackbench: dir.join("xrun-hackbench"),
+    };
+    if !bins.player.is_file() || (needs_load && !bins.hackbench.is_file()) {
+        return Err(skip(format!(
+            "xrun-player or xrun-hackbench missing in {}",
+            dir.display()
+        )));
+    }
+    Ok(bins)
+}
+
+/// Runs trials until the rule decides; prints one line per trial.
+fn trials(
+    ctx: &TrialContext<'_>,
+    args: &BisectArgs,
+    rule: &Rule,
+    config: &str,
+) -> Result<u8, Stop> {
+    let mut values = Vec::new();
+    for k in 1..=args.max_trials {
+        if signals::stop_requested().is_some() {
+            return Err(Stop(EXIT_INTERRUPTED, "stopped by a signal".into()));
+        }
+        let planned = PlannedTrial {
+            seq: k,
+            config: 0,
+            config_name: config.to_string(),
+            k: k as u32,
+        };
+        let record = match trial::run_trial(ctx, &planned) {
+            Ok(TrialEnd::Done(r)) => r,
+            Ok(TrialEnd::Interrupted) => {
+                return Err(Stop(
+                    EXIT_INTERRUPTED,
+                    "stopped by a signal; knobs restored".into(),
+                ))
+            }
+            Err(e) => return Err(skip(format!("trial {k} failed: {e:#}"))),
+        };
+        let path = ctx
+            .run_dir
+            .join("trials")
+            .join(format!("{}.json", planned.stem()));
+        store::write_json(&path, &record).map_err(|e| skip(format!("{e:#}")))?;
+        let Some(v) = args.metric.of(&record) else {
+            return Err(skip(format!("trial {k} has no {}", args.metric.label())));
+        };
+        values.push(v);
+        let look = rule.look(&values);
+        println!("{}", explain(k, args, rule, &values, &look));
+        match look.decision {
+            Decision::Good => return Ok(EXIT_GOOD),
+            Decision::Bad => return Ok(EXIT_BAD),
+            Decision::Continue => {}
+        }
+    }
+    // The rule forces a verdict at max_trials; this is unreachable.
+    Ok(EXIT_SKIP)
+}
+
+/// The per-trial line: value, running mean vs midpoint, both p against the
+/// level, and the verdict.
+fn explain(k: usize, args: &BisectArgs, rule: &Rule, values: &[f64], look: &rule::Look) -> String {
+    let mean = values.iter().sum::<f64>() / values.len() as f64;
+    let verdict = match (look.decision, look.forced) {
+        (Decision::Good, false) => "GOOD (better than the midpoint)".to_string(),
+        (Decision::Bad, false) => "BAD (worse than the midpoint)".to_string(),
+        (Decision::Good, true) => "GOOD (forced at --max-trials: mean on the good side)".into(),
+        (Decision::Bad, true) => "BAD (forced at --max-trials: mean on the bad side)".into(),
+        (Decision::Continue, _) if look.level == 0.0 => {
+            "continue (too few trials to reach the level yet)".into()
+        }
+        (Decision::Continue, _) => "continue".into(),
+    };
+    format!(
+        "bisect: trial {k}/{}: {} {:.3}; mean {:.3} vs midpoint {:.3}; p(worse) {:.4}, \
+         p(better) {:.4}, level {:.4}: {verdict}",
+        args.max_trials,
+        args.metric.label(),
+        values[values.len() - 1],
+        mean,
+        rule.reference_mean(),
+        look.p_worse,
+        look.p_better,
+        look.level,
+    )
+}
+
+fn describe_levels(levels: &[f64]) -> String {
+    match levels.iter().position(|l| *l > 0.0) {
+        Some(i) => format!("{:.4} from trial {}", levels[i], i + 1),
+        None => "none: the baseline is too small to decide before --max-trials".into(),
+    }
+}

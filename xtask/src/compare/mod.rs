@@ -1,0 +1,125 @@
+//! `cargo xtask compare RUN_DIR [RUN_DIR…]`: the comparison table of one
+//! or more run directories — configurations as columns, the first the
+//! baseline — in mmtests' shape, with a significance mark on the mean row.
+//!
+//! Data ([`table::Table`]) is kept apart from text: each output format is a
+//! small [`export::Exporter`].
+
+pub mod export;
+pub mod load;
+pub mod metrics;
+pub mod stats;
+pub mod table;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::Result;
+
+use self::export::Format;
+use self::load::{LoadError, RunDir};
+use self::metrics::Metric;
+use self::table::{Column, Footer, Samples, Significance, Table};
+
+/// Exit code for unreadable input (a run directory, a trial file).
+const EXIT_BAD_INPUT: u8 = 2;
+
+/// The significance level of every test.
+pub const ALPHA: f64 = 0.05;
+
+/// Arguments of `cargo xtask compare`.
+#[derive(clap::Args, Debug)]
+pub struct CompareArgs {
+    /// Run directories (results/<scenario>/<timestamp>[-<label>]); the
+    /// first configuration of the first is the baseline.
+    #[arg(required = true, value_name = "RUN_DIR")]
+    pub run_dirs: Vec<PathBuf>,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = Format::Text)]
+    pub format: Format,
+    /// Test behind the `*…*` mark on the Amean row.
+    #[arg(long, value_enum, default_value_t = Significance::Mwu)]
+    pub significance: Significance,
+}
+
+/// `cargo xtask compare`.
+pub fn run(args: &CompareArgs) -> Result<ExitCode> {
+    let dirs = match load_all(&args.run_dirs) {
+        Ok(d) => d,
+        Err(e) => {
+            eprintln!("xtask: {e}");
+            return Ok(ExitCode::from(EXIT_BAD_INPUT));
+        }
+    };
+    let table = build(&dirs, args.significance, ALPHA);
+    print!("{}", export::exporter(args.format).render(&table));
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Reads every run directory, stopping at the first bad one.
+pub fn load_all(paths: &[PathBuf]) -> Result<Vec<RunDir>, LoadError> {
+    paths.iter().map(|p| RunDir::load(p)).collect()
+}
+
+/// Builds the table of one or more run directories.
+pub fn build(dirs: &[RunDir], kind: Significance, alpha: f64) -> Table {
+    let merged = dirs.len() > 1;
+    let mut columns = Vec::new();
+    let mut samples: Samples = Vec::new();
+    for d in dirs {
+        for config in &d.configs {
+            let trials = d.trials_of(config);
+            let mut kernels: Vec<String> = trials.iter().map(|t| t.kernel.clone()).collect();
+            kernels.dedup();
+            kernels.sort();
+            kernels.dedup();
+            columns.push(Column {
+                name: if merged {
+                    format!("{}/{config}", d.label)
+                } else {
+                    config.clone()
+                },
+                group: merged.then(|| d.label.clone()),
+                config: config.clone(),
+                n: trials.len(),
+                kernels,
+            });
+            samples.push(
+                Metric::ALL
+                    .iter()
+                    .map(|&m| (m, trials.iter().filter_map(|t| m.of(t)).collect()))
+                    .collect(),
+            );
+        }
+    }
+    let rows = table::build_rows(&samples, kind, alpha);
+    Table {
+        columns,
+        rows,
+        footer: footer(dirs, kind, alpha),
+    }
+}
+
+fn footer(dirs: &[RunDir], kind: Significance, alpha: f64) -> Footer {
+    fn uniq<T: PartialEq>(v: impl Iterator<Item = T>) -> Vec<T> {
+        let mut out: Vec<T> = Vec::new();
+        for x in v {
+            if !out.contains(&x) {
+                out.push(x);
+            }
+        }
+        out
+    }
+    Footer {
+        scenarios: uniq(dirs.iter().map(|d| d.scenario.clone())),
+        trial_seconds: uniq(dirs.iter().map(|d| d.trial_seconds)),
+        sinks: uniq(dirs.iter().flat_map(|d| {
+            d.records
+                .iter()
+                .map(|r| format!("{} ({})", r.player.params.backend, r.player.params.device))
+        })),
+        machines: uniq(dirs.iter().filter_map(|d| d.machine.clone())),
+        significance: kind,
+        alpha,
+    }
+}
