@@ -56,6 +56,34 @@ pub fn run(args: &CompareArgs) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// At the end of `cargo xtask run`: prints the comparison table and writes
+/// it (`comparison.txt`, `comparison.md`, `comparison.csv`,
+/// `comparison.json`) and the plots into the run directory. A problem here
+/// is reported but does not fail the run: the trials are already safe.
+pub fn after_run(run_dir: &std::path::Path) {
+    let result = (|| -> Result<()> {
+        let dir = RunDir::load(run_dir)?;
+        let table = build(std::slice::from_ref(&dir), Significance::Mwu, ALPHA);
+        let text = export::exporter(Format::Text).render(&table);
+        println!();
+        print!("{text}");
+        for (name, format) in [
+            ("comparison.txt", Format::Text),
+            ("comparison.md", Format::Markdown),
+            ("comparison.csv", Format::Csv),
+            ("comparison.json", Format::Json),
+        ] {
+            let body = export::exporter(format).render(&table);
+            crate::run::store::write_atomic(&run_dir.join(name), body.as_bytes())?;
+        }
+        crate::plot::write_all(&dir)?;
+        Ok(())
+    })();
+    if let Err(e) = result {
+        eprintln!("xtask: comparison or plots not written: {e:#}");
+    }
+}
+
 /// Reads every run directory, stopping at the first bad one.
 pub fn load_all(paths: &[PathBuf]) -> Result<Vec<RunDir>, LoadError> {
     paths.iter().map(|p| RunDir::load(p)).collect()

@@ -516,4 +516,110 @@ mod tests {
         assert!(close(pndiff(0.3992, 0.3892).unwrap(), 2.505, 1e-3));
         assert!(close(pdiff(10.0, 12.0).unwrap(), 20.0, 1e-12));
     }
+    // Reference values: scipy 1.x `mannwhitneyu(x, y, method="exact")`
+    // (no ties) and `permutation_test(..., n_resamples=inf)` on U (ties),
+    // `ttest_ind(equal_var=False)` and `t.sf`, computed once and pasted.
+
+    #[test]
+    fn mwu_exact_matches_scipy() {
+        let m = mann_whitney(&[1.1, 2.2, 3.3, 4.4], &[5.5, 6.6, 7.7]).unwrap();
+        assert_eq!(m.u, 0.0);
+        assert_eq!(m.method, MwuMethod::Exact);
+        assert!(close(m.p_two_sided, 0.05714285714285714, 1e-12));
+        assert!(close(m.p_greater, 1.0, 1e-12));
+        let m = mann_whitney(
+            &[3.1, 5.2, 7.3, 1.4, 9.5],
+            &[2.6, 4.7, 6.8, 8.9, 10.1, 11.2],
+        )
+        .unwrap();
+        assert_eq!(m.u, 10.0);
+        assert!(close(m.p_two_sided, 0.42857142857142855, 1e-12));
+        assert!(close(m.p_greater, 0.8354978354978355, 1e-12));
+        let m = mann_whitney(
+            &[0.389, 0.376, 0.41, 0.40],
+            &[0.37, 0.36, 0.38, 0.375, 0.365],
+        )
+        .unwrap();
+        assert_eq!(m.u, 19.0);
+        assert!(close(m.p_two_sided, 0.031746031746031744, 1e-12));
+        assert!(close(m.p_greater, 0.015873015873015872, 1e-12));
+    }
+
+    #[test]
+    fn mwu_with_ties_is_the_exact_permutation_distribution() {
+        let m = mann_whitney(&[0.0, 0.0, 1.0, 2.0], &[0.0, 3.0, 3.0, 5.0, 6.0]).unwrap();
+        assert_eq!(m.u, 3.0);
+        assert!(close(m.p_greater, 0.9682539682539683, 1e-12));
+        assert!(close(m.p_less, 0.05555555555555555, 1e-12));
+        let m = mann_whitney(&[0.0, 0.0, 0.0], &[0.0, 0.0, 1.0, 1.0]).unwrap();
+        assert!(close(m.p_greater, 1.0, 1e-12));
+        assert!(close(m.p_less, 0.2857142857142857, 1e-12));
+    }
+
+    #[test]
+    fn mwu_normal_approximation_matches_scipy_for_large_samples() {
+        let x: Vec<f64> = (0..120).step_by(2).map(f64::from).collect();
+        let y: Vec<f64> = (0..110).step_by(2).map(|v| f64::from(v) + 7.0).collect();
+        let m = mann_whitney(&x, &y).unwrap();
+        assert_eq!(m.method, MwuMethod::Normal);
+        assert_eq!(m.u, 1595.0);
+        assert!(close(m.p_two_sided, 0.7602584471103586, 1e-6));
+    }
+
+    #[test]
+    fn mwu_degenerate_samples_never_nan() {
+        let zeros = [0.0; 5];
+        let m = mann_whitney(&zeros, &zeros).unwrap();
+        assert_eq!((m.p_greater, m.p_less, m.p_two_sided), (1.0, 1.0, 1.0));
+        let m = mann_whitney(&[1.0], &[2.0]).unwrap();
+        assert_eq!(m.p_two_sided, 1.0);
+        assert!(mann_whitney(&[], &[1.0]).is_none());
+        let big = vec![0.0; 80];
+        let m = mann_whitney(&big, &big).unwrap();
+        assert_eq!(m.p_two_sided, 1.0);
+    }
+
+    #[test]
+    fn welch_matches_scipy() {
+        let w = welch(
+            &[1.0, 2.0, 3.0, 4.0, 5.0],
+            &[2.0, 4.0, 6.0, 8.0, 10.0, 12.0],
+        )
+        .unwrap();
+        assert!(close(w.t, -2.3763541031440183, 1e-12));
+        assert!(close(w.p_two_sided, 0.04928433820673053, 1e-9));
+        let w = welch(&[0.3992, 0.41, 0.39], &[0.3892, 0.38, 0.385, 0.39]).unwrap();
+        assert!(close(w.t, 2.2003134010109364, 1e-9));
+        assert!(close(w.p_two_sided, 0.12738551680751153, 1e-9));
+        assert!(close(
+            student_t_two_sided(2.5, 7.3),
+            0.03965023466560043,
+            1e-9
+        ));
+        assert!(welch(&[1.0], &[2.0, 3.0]).is_none());
+        assert!(welch(&[1.0, 1.0], &[2.0, 2.0]).is_none());
+    }
+
+    #[test]
+    fn mmtests_ci_rule() {
+        // Half-widths 1.96·1 each: a difference of 4 > 3.92 does not overlap.
+        let r = mmtests_ci_ratio(&[9.0, 10.0, 11.0], &[13.0, 14.0, 15.0]).unwrap();
+        assert!(close(r, 4.0 / (2.0 * Z_975), 1e-12));
+        assert!(r > 1.0);
+        assert_eq!(mmtests_ci_ratio(&[0.0, 0.0], &[0.0, 0.0]), Some(0.0));
+        assert!(mmtests_ci_ratio(&[0.0, 0.0], &[1.0, 1.0]).unwrap() > 1.0);
+    }
+
+    #[test]
+    fn describe_zero_variance_and_single_values() {
+        let d = Describe::of(&[0.0, 0.0, 0.0]).unwrap();
+        assert_eq!((d.mean, d.stddev, d.coeffvar), (0.0, 0.0, Some(0.0)));
+        let d = Describe::of(&[4.0]).unwrap();
+        assert_eq!((d.n, d.median, d.stddev), (1, 4.0, 0.0));
+        let d = Describe::of(&[-1.0, 1.0]).unwrap();
+        assert_eq!(d.coeffvar, None, "varies around a zero mean: undefined");
+        let d = Describe::of(&[1.0, 2.0, 3.0, 4.0]).unwrap();
+        assert!(close(d.stddev, 1.2909944487358056, 1e-12));
+        assert!(close(d.coeffvar.unwrap(), 51.63977794943222, 1e-9));
+    }
 }

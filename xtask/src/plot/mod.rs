@@ -144,7 +144,7 @@ fn cdf_plot(
         .label_font(("sans-serif", 17))
         .background_style(WHITE.mix(0.9))
         .border_style(BLACK)
-        .position(SeriesLabelPosition::LowerRight)
+        .position(SeriesLabelPosition::UpperLeft)
         .draw()
         .map_err(&e)?;
     root.present().map_err(&e)?;

@@ -193,6 +193,9 @@ pub fn run(args: &RunArgs) -> Result<ExitCode> {
     manifest.outcome = Some(outcome.clone());
     store::write_json(&run_dir.join("run.json"), &manifest)?;
     print!("{text}");
+    if !records.is_empty() {
+        crate::compare::after_run(&run_dir);
+    }
     println!("results: {}", run_dir.display());
     Ok(match outcome {
         Outcome::Completed => ExitCode::SUCCESS,

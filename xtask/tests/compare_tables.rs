@@ -1,0 +1,334 @@
+//! `cargo xtask compare` on synthetic run directories: table layout goldens
+//! for 2, 3 and 5 configurations, the other formats, and the awkward data
+//! (all-zero underruns, ties, zero variance, n = 1) without NaN or panic.
+//!
+//! Goldens live in tests/golden/; regenerate with `UPDATE_GOLDEN=1`.
+
+use std::path::{Path, PathBuf};
+use std::process::Output;
+
+use serde_json::{json, Value};
+
+fn xtask(args: &[&str]) -> Output {
+    std::process::Command::new(env!("CARGO_BIN_EXE_xtask"))
+        .args(args)
+        .output()
+        .expect("xtask runs")
+}
+
+fn golden_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden")
+}
+
+/// What one synthetic trial measured.
+#[derive(Clone, Copy)]
+struct T {
+    underruns: u64,
+    gap_ms: f64,
+    min_fill_us: u64,
+    p1_fill_us: u64,
+    p99_late_us: u64,
+    round_us: u64,
+    cpu_ms: f64,
+}
+
+/// Deterministic trial `k` of a configuration whose "badness" is `b`.
+fn trial(b: f64, k: u32) -> T {
+    let wobble = [0.9, 1.1, 1.0, 0.95, 1.05, 1.2, 0.8][k as usize % 7];
+    T {
+        underruns: (b * 4.0 * wobble).round() as u64,
+        gap_ms: 12.5 * b * wobble,
+        min_fill_us: (9000.0 / (1.0 + b) * wobble) as u64,
+        p1_fill_us: (14000.0 / (1.0 + b * 0.3) * wobble) as u64,
+        p99_late_us: (200.0 + 3000.0 * b * wobble) as u64,
+        round_us: (1_200_000.0 * (1.0 + 0.05 * b) * wobble) as u64,
+        cpu_ms: 70.0 + 2.0 * k as f64,
+    }
+}
+
+fn template() -> Value {
+    let text = std::fs::read_to_string(golden_dir().join("trial-template.json")).unwrap();
+    serde_json::from_str(&text).unwrap()
+}
+
+/// Writes a run directory with `configs` (name, trials) in `root`.
+fn run_dir(root: &Path, name: &str, label: Option<&str>, configs: &[(&str, Vec<T>)]) -> PathBuf {
+    let dir = root.join(name);
+    std::fs::create_dir_all(dir.join("trials")).unwrap();
+    let manifest = json!({
+        "schema": "xrunbench.run/1",
+        "label": label,
+        "scenario": {
+            "name": "synthetic",
+            "duration": "10s",
+            "configs": configs.iter().map(|(n, _)| json!({ "name": n })).collect::<Vec<_>>(),
+        },
+        "fingerprint": { "cpu_model": "Test CPU 3000", "cpu_count": 4 },
+    });
+    std::fs::write(dir.join("run.json"), manifest.to_string()).unwrap();
+    for (config, trials) in configs {
+        for (i, t) in trials.iter().enumerate() {
+            let k = i as u32 + 1;
+            let v = record(config, k, t);
+            std::fs::write(
+                dir.join("trials").join(format!("{config}-{k}.json")),
+                serde_json::to_string_pretty(&v).unwrap(),
+            )
+            .unwrap();
+        }
+    }
+    dir
+}
+
+fn record(config: &str, k: u32, t: &T) -> Value {
+    let mut v = template();
+    v["scenario"] = json!("synthetic");
+    v["config"] = json!(config);
+    v["k"] = json!(k);
+    v["kernel"] = json!("6.6.0-test");
+    let p = &mut v["player"];
+    p["wall_seconds"] = json!(10.0);
+    p["audio_seconds"] = json!(10.0);
+    let event = p["events"][0].clone();
+    p["events"] = json!((0..t.underruns)
+        .map(|_| {
+            let mut e = event.clone();
+            e["gap_ms"] = json!(t.gap_ms);
+            e
+        })
+        .collect::<Vec<_>>());
+    p["totals"] = json!({
+        "count": t.underruns,
+        "gap_ms_sum": t.gap_ms * t.underruns as f64,
+        "gap_ms_max": if t.underruns > 0 { t.gap_ms } else { 0.0 },
+        "per_minute": t.underruns as f64 * 6.0,
+    });
+    p["fill"]["min"] = json!(t.min_fill_us);
+    p["fill"]["p1"] = json!(t.p1_fill_us);
+    p["fill"]["count"] = json!(2000);
+    p["lateness"]["p99"] = json!(t.p99_late_us);
+    p["lateness"]["count"] = json!(2000);
+    p["process"]["cpu_user_ms"] = json!(t.cpu_ms);
+    p["process"]["cpu_sys_ms"] = json!(0.0);
+    v["load"]["rounds_us"] = json!([t.round_us, t.round_us + 1000]);
+    v
+}
+
+fn trials(b: f64, n: u32) -> Vec<T> {
+    (1..=n).map(|k| trial(b, k)).collect()
+}
+
+fn stdout(o: &Output) -> String {
+    assert!(
+        o.status.success(),
+        "xtask failed: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    String::from_utf8(o.stdout.clone()).unwrap()
+}
+
+fn check_golden(name: &str, text: &str) {
+    let path = golden_dir().join(name);
+    if std::env::var_os("UPDATE_GOLDEN").is_some() {
+        std::fs::write(&path, text).unwrap();
+    }
+    let want = std::fs::read_to_string(&path).unwrap_or_default();
+    assert!(
+        want == text,
+        "{name} differs from the golden (UPDATE_GOLDEN=1 regenerates):\n{text}"
+    );
+}
+
+fn assert_mail_safe(text: &str, max: usize) {
+    assert!(!text.contains('\t'), "tab in:\n{text}");
+    assert!(text.is_ascii(), "non-ASCII in:\n{text}");
+    for l in text.lines() {
+        assert!(l.len() <= max, "line of {} > {max}: `{l}`", l.len());
+    }
+    assert!(!has_non_finite(text), "NaN or inf in:\n{text}");
+}
+
+/// Whether a word of the output is NaN or an infinity (`minfill` is fine).
+fn has_non_finite(text: &str) -> bool {
+    text.split(|c: char| !c.is_ascii_alphanumeric())
+        .any(|w| matches!(w.to_ascii_lowercase().as_str(), "nan" | "inf" | "infinity"))
+}
+
+const NAMES: [&str; 5] = ["baseline", "patched", "nobuddy", "fifo-80", "pinned-cpu0"];
+
+fn golden_run(n_configs: usize) -> (tempfile::TempDir, PathBuf) {
+    let tmp = tempfile::tempdir().unwrap();
+    let badness = [1.0, 2.0, 0.5, 0.0, 1.0];
+    let configs: Vec<(&str, Vec<T>)> = (0..n_configs)
+        .map(|i| (NAMES[i], trials(badness[i], 5)))
+        .collect();
+    let dir = run_dir(tmp.path(), "20250101T000000Z", None, &configs);
+    (tmp, dir)
+}
+
+#[test]
+fn two_configurations_fit_80_columns() {
+    let (_tmp, dir) = golden_run(2);
+    let text = stdout(&xtask(&["compare", dir.to_str().unwrap()]));
+    assert_mail_safe(&text, 80);
+    check_golden("compare-2.txt", &text);
+    let amean = text
+        .lines()
+        .find(|l| l.starts_with("Amean    underruns/min"))
+        .unwrap();
+    assert!(
+        amean.contains('*'),
+        "5 vs 5 trials, 2x: significant: {amean}"
+    );
+}
+
+#[test]
+fn three_configurations_split_into_blocks() {
+    let (_tmp, dir) = golden_run(3);
+    let text = stdout(&xtask(&["compare", dir.to_str().unwrap()]));
+    assert_mail_safe(&text, 80);
+    check_golden("compare-3.txt", &text);
+    assert_eq!(text.matches("Amean    underruns/min").count(), 2);
+}
+
+#[test]
+fn five_configurations_split_into_blocks() {
+    let (_tmp, dir) = golden_run(5);
+    let text = stdout(&xtask(&["compare", dir.to_str().unwrap()]));
+    assert_mail_safe(&text, 80);
+    check_golden("compare-5.txt", &text);
+    assert_eq!(text.matches("Amean    underruns/min").count(), 4);
+}
+
+#[test]
+fn other_formats_carry_the_same_numbers() {
+    let (_tmp, dir) = golden_run(3);
+    let d = dir.to_str().unwrap();
+    let md = stdout(&xtask(&["compare", d, "--format", "markdown"]));
+    assert!(md.starts_with("| statistic | metric | baseline | patched | nobuddy |"));
+    check_golden("compare-3.md", &md);
+    let csv = stdout(&xtask(&["compare", d, "--format", "csv"]));
+    assert!(csv.starts_with("statistic,metric,column,value,percent,significant,test_score\n"));
+    let rows = csv.lines().count() - 1;
+    assert_eq!(rows % 3, 0, "one line per column");
+    let js: Value =
+        serde_json::from_str(&stdout(&xtask(&["compare", d, "--format", "json"]))).unwrap();
+    assert_eq!(js["columns"].as_array().unwrap().len(), 3);
+    assert_eq!(js["footer"]["significance"], "mwu");
+    for sig in ["welch", "mmtests-ci", "mwu"] {
+        let text = stdout(&xtask(&["compare", d, "--significance", sig]));
+        assert_mail_safe(&text, 80);
+    }
+}
+
+#[test]
+fn all_zero_ties_zero_variance_and_single_trials() {
+    let tmp = tempfile::tempdir().unwrap();
+    let zero = T {
+        underruns: 0,
+        gap_ms: 0.0,
+        min_fill_us: 10_000,
+        p1_fill_us: 14_000,
+        p99_late_us: 150,
+        round_us: 1_000_000,
+        cpu_ms: 80.0,
+    };
+    let dir = run_dir(
+        tmp.path(),
+        "zeros",
+        Some("zeros"),
+        &[
+            ("a", vec![zero; 4]),
+            ("b", vec![zero; 4]),
+            ("single", vec![trial(1.0, 1)]),
+        ],
+    );
+    for sig in ["mwu", "welch", "mmtests-ci"] {
+        for fmt in ["text", "markdown", "csv", "json"] {
+            let out = stdout(&xtask(&[
+                "compare",
+                dir.to_str().unwrap(),
+                "--format",
+                fmt,
+                "--significance",
+                sig,
+            ]));
+            assert!(!has_non_finite(&out), "{sig}/{fmt}: NaN or inf in:\n{out}");
+        }
+    }
+    let text = stdout(&xtask(&["compare", dir.to_str().unwrap()]));
+    assert_mail_safe(&text, 80);
+    // 0 vs 0 is 0.00 %, and nothing is marked significant.
+    let row = text
+        .lines()
+        .find(|l| l.starts_with("Amean    underruns/min"))
+        .unwrap();
+    assert_eq!(row.matches("0.00%").count(), 2, "{row}");
+    // 0 vs something is undefined.
+    assert!(text.contains("n/a"), "{text}");
+    assert!(!text.contains('*') || text.contains("*x%*"), "{text}");
+}
+
+#[test]
+fn merged_run_directories_label_columns() {
+    let tmp = tempfile::tempdir().unwrap();
+    let a = run_dir(tmp.path(), "r1", Some("v6.6"), &[("fifo", trials(1.0, 4))]);
+    let b = run_dir(tmp.path(), "r2", None, &[("fifo", trials(2.0, 4))]);
+    let text = stdout(&xtask(&[
+        "compare",
+        a.to_str().unwrap(),
+        b.to_str().unwrap(),
+    ]));
+    assert_mail_safe(&text, 80);
+    let header: Vec<&str> = text.lines().take(2).collect();
+    assert!(
+        header[0].contains("v6.6") && header[0].contains("r2"),
+        "{text}"
+    );
+    assert!(text.contains("v6.6/fifo 4, r2/fifo 4"), "{text}");
+}
+
+#[test]
+fn bad_input_is_one_line_and_exit_2() {
+    let tmp = tempfile::tempdir().unwrap();
+    let o = xtask(&["compare", tmp.path().to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.contains("not a run directory"), "{err}");
+
+    std::fs::create_dir(tmp.path().join("trials")).unwrap();
+    let o = xtask(&["compare", tmp.path().to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("no trial records"));
+
+    let bad = tmp.path().join("trials/a-1.json");
+    std::fs::write(&bad, "{ not json").unwrap();
+    let o = xtask(&["compare", tmp.path().to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.contains("a-1.json") && err.contains("expected a JSON trial record"),
+        "{err}"
+    );
+
+    std::fs::write(&bad, r#"{"schema": "something/9"}"#).unwrap();
+    let o = xtask(&["compare", tmp.path().to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("expected schema `xrunbench.trial/1`"));
+
+    let o = xtask(&["plot", tmp.path().to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2));
+}
+
+#[test]
+fn plot_writes_svgs() {
+    let (_tmp, dir) = golden_run(2);
+    let o = xtask(&["plot", dir.to_str().unwrap()]);
+    stdout(&o);
+    for f in ["fill-cdf.svg", "underrun-gaps.svg", "hackbench-rounds.svg"] {
+        let svg = std::fs::read_to_string(dir.join("plots").join(f)).unwrap();
+        assert!(svg.contains("<svg") && svg.contains("baseline"), "{f}");
+    }
+}
