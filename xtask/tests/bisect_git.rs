@@ -159,4 +159,52 @@ fn usage_errors_abort_the_bisection_and_bad_scenarios_skip() {
         "{}",
         String::from_utf8_lossy(&o.stderr)
     );
+
+    // A kernel this machine does not run: skip (125), no trial run.
+    let base = tmp.path().join("base");
+    std::fs::create_dir_all(base.join("trials")).unwrap();
+    let template = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden/trial-template.json"),
+    )
+    .unwrap();
+    for k in 1..=2 {
+        let mut v: serde_json::Value = serde_json::from_str(&template).unwrap();
+        v["config"] = "player".into();
+        v["k"] = k.into();
+        std::fs::write(
+            base.join("trials").join(format!("player-{k}.json")),
+            v.to_string(),
+        )
+        .unwrap();
+    }
+    let text = scenario("fifo:80", "other kernel").replace(
+        "name = \"player\"",
+        "name = \"player\"\nkernel = \"0.0.0-not-this-one\"",
+    );
+    std::fs::write(tmp.path().join("k.toml"), text).unwrap();
+    let o = Command::new(xtask)
+        .arg("bisect")
+        .arg(tmp.path().join("k.toml"))
+        .arg("--baseline")
+        .arg(&base)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(125), "{err}");
+    assert!(err.contains("0.0.0-not-this-one"), "{err}");
+    // A scenario that does not parse at this commit: skip too.
+    std::fs::write(tmp.path().join("bad.toml"), "name = ").unwrap();
+    let o = Command::new(xtask)
+        .arg("bisect")
+        .arg(tmp.path().join("bad.toml"))
+        .arg("--baseline")
+        .arg(&base)
+        .output()
+        .unwrap();
+    assert_eq!(
+        o.status.code(),
+        Some(125),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
 }
