@@ -13,7 +13,6 @@
 
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::Once;
 use std::time::Duration;
 
 use crate::fdpair::{fdpair, Pair};
@@ -55,17 +54,20 @@ impl Shared {
 
 /// Runs one thread-mode round.
 pub(crate) fn round(p: &Params) -> Result<RoundResult, Error> {
-    static NUDGE: Once = Once::new();
-    let mut nudge_result = Ok(());
-    NUDGE.call_once(|| nudge_result = stop::install_nudge_handler());
-    nudge_result.map_err(|e| setup("sigaction", &e))?;
+    round_with(p, make_pairs(p)?)
+}
 
+/// A round over the given message pairs (`groups × fds` of them, group by
+/// group); split out so that a test can hand in a broken one.
+fn round_with(p: &Params, pairs: Vec<Pair>) -> Result<RoundResult, Error> {
+    // Every round, not once: an abandoned round relies on it, and a
+    // library caller may have changed SIGURG's disposition in between.
+    stop::install_nudge_handler().map_err(|e| setup("sigaction", &e))?;
     let total = p.total_workers()?;
     let slots = Slots::new(total).map_err(|e| setup("mmap", &e))?;
     let ready = fdpair(p.transport)?;
     let wake = fdpair(p.transport)?;
     let done = fdpair(crate::Transport::Pipe)?;
-    let pairs = make_pairs(p)?;
     let bufs = make_buffers(p, total)?;
     let shared = Shared {
         abort: AtomicBool::new(false),
@@ -443,4 +445,53 @@ fn check_abandon(shared: &Shared, slots: &Slots, p: &Params) -> Result<(), Error
         worker: WorkerId::at(index, p.fds, None),
         cause: WorkerCause::Failed { stage, errno },
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{Mode, Role, Transport};
+
+    /// A receiver whose read end is really a write-only fd fails with
+    /// EBADF; its senders then block on a full socket until the round is
+    /// abandoned (the nudge path), and the error names the receiver.
+    #[test]
+    fn a_failing_thread_is_named_and_the_rest_are_stopped() {
+        let p = Params {
+            groups: 1,
+            fds: 2,
+            loops: 100_000,
+            datasize: 1000,
+            mode: Mode::Thread,
+            transport: Transport::Socket,
+            fifo: false,
+        };
+        let pairs = make_pairs(&p).expect("pairs");
+        let (_keep, write_only) = pipe_ends();
+        // SAFETY: replacing receiver 1's read end with a write-only fd.
+        unsafe { libc::dup2(write_only, pairs[1].r.as_raw_fd()) };
+        match round_with(&p, pairs) {
+            Err(Error::Worker { worker, cause }) => {
+                assert_eq!(
+                    (worker.group, worker.role, worker.nth),
+                    (0, Role::Receiver, 1)
+                );
+                assert_eq!(
+                    cause,
+                    WorkerCause::Failed {
+                        stage: Stage::ReceiverRead,
+                        errno: libc::EBADF
+                    }
+                );
+            }
+            other => panic!("expected a worker failure, got {other:?}"),
+        }
+    }
+
+    fn pipe_ends() -> (OwnedFd, RawFd) {
+        let pair = fdpair(Transport::Pipe).expect("pipe");
+        let w = pair.w.as_raw_fd();
+        std::mem::forget(pair.w); // closed with the process; the test is short
+        (pair.r, w)
+    }
 }
