@@ -122,6 +122,8 @@ fn git_bisect_run_names_the_commit_that_dropped_the_rt_priority() {
         .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
+    // Shown with --nocapture: what a user sees from `git bisect run`.
+    eprintln!("{stdout}");
     let _ = Command::new("git")
         .current_dir(&repo)
         .args(["bisect", "reset"])

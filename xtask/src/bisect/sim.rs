@@ -45,7 +45,7 @@ pub struct SimArgs {
 
 /// Runs the experiment and prints the comparison.
 pub fn run(a: &SimArgs) -> anyhow::Result<ExitCode> {
-    let mut rng = Rng(a.seed.max(1));
+    let mut rng = Rng(super::rule::Rng(a.seed.max(1)));
     let threshold = (a.factor - 1.0) * 100.0;
     let mut seq = [Tally::default(), Tally::default()];
     let max_fixed = 40;
@@ -84,6 +84,21 @@ pub fn run(a: &SimArgs) -> anyhow::Result<ExitCode> {
         "model: underruns/trial ~ Poisson(Gamma(shape {}, mean {})); bad = x{}; baseline {} trials; \
          rule: --max-trials {} --alpha {} --threshold {}; {} runs per hypothesis",
         a.shape, a.mean, a.factor, a.baseline_trials, a.max_trials, a.alpha, threshold, a.runs
+    );
+    let first = |v: Vec<f64>| {
+        v.iter()
+            .position(|l| *l > 0.0)
+            .map(|i| format!("{:.4} from trial {}", v[i], i + 1))
+            .unwrap_or_else(|| "none".into())
+    };
+    println!(
+        "per-look level: calibrated {} (Bonferroni would be {})",
+        first(super::rule::calibrated_levels(
+            a.alpha,
+            a.baseline_trials,
+            a.max_trials
+        )),
+        first(super::rule::spend(a.alpha, a.baseline_trials, a.max_trials))
     );
     for (h, name) in ["good (x1)", "bad (x{f})"].iter().enumerate() {
         println!(
@@ -168,26 +183,18 @@ fn fixed(new: &[f64], reference: &[f64]) -> Decision {
     }
 }
 
-/// xorshift64* — enough randomness for a Monte Carlo, no dependency.
-struct Rng(u64);
+/// The rule's generator plus the distributions the model needs.
+struct Rng(super::rule::Rng);
 
 impl Rng {
-    fn next_u64(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-
     fn uniform(&mut self) -> f64 {
-        ((self.next_u64() >> 11) as f64 + 0.5) / (1u64 << 53) as f64
+        self.0.uniform()
     }
 
     fn normal(&mut self) -> f64 {
         let (u1, u2) = (self.uniform(), self.uniform());
         (-2.0 * u1.ln()).sqrt() * (2.0 * std::f64::consts::PI * u2).cos()
     }
-
     /// Gamma(shape, scale 1), Marsaglia–Tsang (shape ≥ 1; boosted below).
     fn gamma(&mut self, shape: f64) -> f64 {
         if shape < 1.0 {
