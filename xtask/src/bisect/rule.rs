@@ -198,7 +198,9 @@ const CALIBRATION_PATHS: usize = 20_000;
 pub fn calibrated_levels(alpha: f64, m: usize, max: usize) -> Vec<f64> {
     use std::collections::HashMap;
     use std::sync::Mutex;
-    static CACHE: Mutex<Option<HashMap<(u64, usize, usize), Vec<f64>>>> = Mutex::new(None);
+    /// (α bits, m, max) → levels.
+    type Levels = HashMap<(u64, usize, usize), Vec<f64>>;
+    static CACHE: Mutex<Option<Levels>> = Mutex::new(None);
     if m > 50 || max > 50 || m == 0 {
         return spend(alpha, m, max);
     }
@@ -237,7 +239,7 @@ fn calibrate(alpha: f64, m: usize, max: usize) -> f64 {
             t
         })
         .collect();
-    let mut rng = Rng(0x5EED_0F_B15EC7);
+    let mut rng = Rng(0x5EED_0FB1_5EC7);
     let mut mins: Vec<f64> = (0..CALIBRATION_PATHS)
         .map(|_| {
             let mut base: Vec<f64> = (0..m).map(|_| rng.uniform()).collect();
