@@ -116,8 +116,8 @@ pub fn run(args: &Args) -> Result<ExitCode> {
     );
     println!();
     println!(
-        "{:<19} {:>7} {:>7} {:>6} {:>6} {:>6} {:>6} {:>6}",
-        "mode", "ours s", "rt s", "time", "min", "vcsw", "icsw", "cpu"
+        "{:<19} {:>7} {:>7} {:>6} {:>6} {:>6} {:>6} {:>6} {:>6}",
+        "mode", "ours s", "rt s", "time", "paired", "min", "vcsw", "icsw", "cpu"
     );
     let mut misses = Vec::new();
     let chosen = MODES
@@ -127,11 +127,12 @@ pub fn run(args: &Args) -> Result<ExitCode> {
         let (o, r) = bench_mode(&ours, &args.reference, mode, args.runs)?;
         let row = Row::new(&o, &r);
         println!(
-            "{:<19} {:>7.3} {:>7.3} {:>6.3} {:>6.3} {:>6.3} {:>6.3} {:>6.3}{}",
+            "{:<19} {:>7.3} {:>7.3} {:>6.3} {:>6.3} {:>6.3} {:>6.3} {:>6.3} {:>6.3}{}",
             mode.label,
             row.ours_s,
             row.ref_s,
             row.time_ratio,
+            row.paired_ratio,
             row.min_ratio,
             row.vcsw_ratio,
             row.icsw_ratio,
@@ -148,6 +149,8 @@ pub fn run(args: &Args) -> Result<ExitCode> {
         BAND.0, BAND.1
     );
     println!("ours s, rt s: median Time:. Ratios are ours/rt-tests: time = of medians,");
+    println!("paired = median over runs i of ours[i]/rt[i] (neighbours in time, so slow");
+    println!("drift of a shared machine cancels),");
     println!("min = of fastest runs, vcsw/icsw = of median voluntary/involuntary context");
     println!("switches, cpu = of median user+sys CPU (wait4 rusage of the whole run,");
     println!("workers included; creation and teardown count too, not just the timed part).");
@@ -163,6 +166,7 @@ struct Row {
     ours_s: f64,
     ref_s: f64,
     time_ratio: f64,
+    paired_ratio: f64,
     min_ratio: f64,
     vcsw_ratio: f64,
     icsw_ratio: f64,
@@ -180,6 +184,7 @@ impl Row {
             ours_s: med(ours, |s| s.time_s),
             ref_s: med(reference, |s| s.time_s),
             time_ratio: ratio(|s| s.time_s),
+            paired_ratio: paired(ours, reference),
             min_ratio: min(ours) / min(reference),
             vcsw_ratio: ratio(|s| s.vcsw),
             icsw_ratio: ratio(|s| s.icsw),
@@ -190,6 +195,18 @@ impl Row {
     fn in_band(&self) -> bool {
         (BAND.0..=BAND.1).contains(&self.time_ratio)
     }
+}
+
+/// Median of the per-run ratios ours[i] / reference[i]: run i of each tool
+/// ran back to back (ABBA), so each ratio compares like with like.
+fn paired(ours: &[Sample], reference: &[Sample]) -> f64 {
+    let ratios: Vec<f64> = ours
+        .iter()
+        .zip(reference)
+        .map(|(o, r)| o.time_s / r.time_s)
+        .filter(|r| r.is_finite())
+        .collect();
+    median(&ratios).unwrap_or(f64::NAN)
 }
 
 /// Runs both tools `runs` times each on one mode, in ABBA order.
@@ -278,6 +295,10 @@ mod tests {
         );
         assert_eq!((row.time_ratio, row.vcsw_ratio), (1.0, 0.5));
         assert_eq!(row.min_ratio, 0.5);
+        assert_eq!(
+            row.paired_ratio, 0.75,
+            "median of 1/2 and 3/2 (third unpaired)"
+        );
         assert!(row.in_band());
     }
 }
