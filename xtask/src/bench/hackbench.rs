@@ -296,7 +296,7 @@ mod tests {
         assert_eq!((row.time_ratio, row.vcsw_ratio), (1.0, 0.5));
         assert_eq!(row.min_ratio, 0.5);
         assert_eq!(
-            row.paired_ratio, 0.75,
+            row.paired_ratio, 1.0,
             "median of 1/2 and 3/2 (third unpaired)"
         );
         assert!(row.in_band());
