@@ -18,6 +18,28 @@ pub const TEST_PACKAGES: &[(&str, &str)] = &[
         "a real clocked PCM without a sound card (JACK dummy backend)",
     ),
     ("libasound2-plugins", "the ALSA `jack` PCM plugin"),
+    (
+        "libjack-jackd2-dev",
+        "cpal's JACK host links libjack (player feature cpal-jack)",
+    ),
+    (
+        "pulseaudio",
+        "a null-sink PulseAudio server for cpal's PulseAudio host",
+    ),
+    (
+        "pulseaudio-utils",
+        "pactl and the keepalive pacat for that server",
+    ),
+    (
+        "libpipewire-0.3-dev",
+        "cpal's PipeWire host links libpipewire (player feature cpal-pipewire)",
+    ),
+    (
+        "libspa-0.2-dev",
+        "headers the PipeWire bindings are generated from",
+    ),
+    ("clang", "bindgen for the PipeWire bindings"),
+    ("libclang-dev", "bindgen for the PipeWire bindings"),
     ("rt-tests", "hackbench, the reference load generator"),
     ("util-linux", "taskset and chrt for scheduling stalls"),
 ];

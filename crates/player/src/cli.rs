@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use clap::Parser;
 
 use crate::play::StallSpec;
+use crate::sink::cpal_sink::HostChoice;
 use crate::system::{CpuList, Priority};
 use crate::tmpfs::TmpfsPolicy;
 
@@ -17,6 +18,8 @@ pub enum BackendChoice {
     Alsa,
     /// A simulated PCM on CLOCK_MONOTONIC: measures whether the player keeps up.
     Virtual,
+    /// cpal, on the host --host names (-D: a device as --list-devices shows it).
+    Cpal,
 }
 
 fn positive_seconds(s: &str) -> Result<f64, String> {
@@ -57,6 +60,13 @@ pub struct Cli {
     /// Where the audio goes.
     #[arg(long, value_enum, default_value_t = BackendChoice::Auto)]
     pub backend: BackendChoice,
+    /// cpal's host for --backend cpal (jack, pulseaudio and pipewire need
+    /// the cargo features cpal-jack, cpal-pulseaudio, cpal-pipewire).
+    #[arg(long, value_enum, default_value_t = HostChoice::Alsa)]
+    pub host: HostChoice,
+    /// List cpal's hosts, their output devices and supported configurations, then exit.
+    #[arg(long)]
+    pub list_devices: bool,
     /// Stop after SECS of audio; the file repeats until then unless --loops.
     #[arg(long, value_name = "SECS", value_parser = positive_seconds, allow_negative_numbers = true)]
     pub duration: Option<f64>,
@@ -78,9 +88,10 @@ pub struct Cli {
     /// Do not mlockall.
     #[arg(long)]
     pub no_mlock: bool,
-    /// SELF-TEST ONLY: stall the writer thread for MS milliseconds at AT
-    /// seconds after playback starts (repeatable, or comma-separated), to
-    /// check the underrun timing against a known stall.
+    /// SELF-TEST ONLY: stall the writer thread (with --backend cpal: the
+    /// data callback, the thread that feeds the device) for MS milliseconds
+    /// at AT seconds after playback starts (repeatable, or comma-separated),
+    /// to check the underrun timing against a known stall.
     #[arg(
         long = "selftest-stall",
         value_name = "AT:MS",
@@ -89,5 +100,6 @@ pub struct Cli {
     )]
     pub selftest_stall: Vec<StallSpec>,
     /// The WAV file to play.
-    pub file: PathBuf,
+    #[arg(required_unless_present = "list_devices")]
+    pub file: Option<PathBuf>,
 }

@@ -7,9 +7,11 @@
 
 pub mod cli;
 pub mod clock;
+pub mod convert;
 pub mod nearmiss;
 pub mod play;
 pub mod report;
+pub mod ring;
 pub mod signals;
 pub mod sink;
 pub mod system;
@@ -75,6 +77,10 @@ fn choose_backend(cli: &Cli) -> (BackendChoice, String) {
     match cli.backend {
         BackendChoice::Alsa => (BackendChoice::Alsa, "alsa (asked for)".into()),
         BackendChoice::Virtual => (BackendChoice::Virtual, "virtual (asked for)".into()),
+        BackendChoice::Cpal => (
+            BackendChoice::Cpal,
+            format!("cpal, host {} (asked for)", cli.host.name()),
+        ),
         BackendChoice::Auto if cli.device != "default" => (
             BackendChoice::Alsa,
             format!("auto: alsa, because -D {} names a device", cli.device),
@@ -134,6 +140,24 @@ fn open_sink(
     };
     match choice {
         BackendChoice::Virtual => Ok(Box::new(sink::virtual_pcm::VirtualPcm::open(fmt, &req))),
+        BackendChoice::Cpal => {
+            let opts = sink::cpal_sink::CpalOptions {
+                host: cli.host,
+                device: cli.device.clone(),
+                stalls: cli.selftest_stall.clone(),
+                quiet: cli.quiet,
+                priority: cli.priority,
+                cpus: cli.cpu.clone(),
+            };
+            sink::cpal_sink::CpalSink::open(&opts, fmt, &req)
+                .map(|s| Box::new(s) as Box<dyn Sink>)
+                .map_err(|e| match e {
+                    sink::cpal_sink::CpalOpenError::NotBuilt { .. } => {
+                        PlayerError::Input(e.to_string())
+                    }
+                    _ => PlayerError::Device(e.to_string()),
+                })
+        }
         _ => sink::alsa::AlsaSink::open(&cli.device, fmt, &req)
             .map(|s| Box::new(s) as Box<dyn Sink>)
             .map_err(|e| PlayerError::Device(e.to_string())),
@@ -158,23 +182,39 @@ fn check_json_destination(dest: &Path) -> Result<(), PlayerError> {
     Ok(())
 }
 
+/// Applies `--priority` and `--cpu` to the calling thread; returns what
+/// took, for the report.
+fn apply_scheduling(cli: &Cli) -> (String, String) {
+    let priority = cli
+        .priority
+        .map_or("unchanged".into(), system::apply_priority);
+    let affinity = cli
+        .cpu
+        .as_ref()
+        .map_or("unchanged".into(), system::apply_affinity);
+    (priority, affinity)
+}
+
 /// Plays as the command line says; writes the report; returns it.
 pub fn run(cli: &Cli) -> Result<Finished, PlayerError> {
     signals::install();
+    let Some(file) = cli.file.as_deref() else {
+        return Err(PlayerError::Input("a FILE to play is required".into()));
+    };
     if let Some(dest) = &cli.json {
         check_json_destination(dest)?;
     }
     // Validate the file as given (errors name the user's path), then stream
     // from tmpfs.
-    let probe = WavStream::open(&cli.file).map_err(|e| PlayerError::Input(e.to_string()))?;
+    let probe = WavStream::open(file).map_err(|e| PlayerError::Input(e.to_string()))?;
     if probe.spec().frames == 0 {
         return Err(PlayerError::Input(format!(
             "{}: the data chunk holds no audio frames",
-            cli.file.display()
+            file.display()
         )));
     }
     drop(probe);
-    let (source, _copy) = stream_source(&cli.file, cli.tmpfs)?;
+    let (source, _copy) = stream_source(file, cli.tmpfs)?;
     let mut stream = WavStream::open(&source).map_err(|e| PlayerError::Input(e.to_string()))?;
     let spec = stream.spec().clone();
     let fmt = StreamFormat {
@@ -191,14 +231,10 @@ pub fn run(cli: &Cli) -> Result<Finished, PlayerError> {
         eprint!("{}", sink.describe());
     }
     // After the device is open, so that a sound server's client threads
-    // keep their own scheduling: only the playback thread is changed.
-    let priority = cli
-        .priority
-        .map_or("unchanged".into(), system::apply_priority);
-    let affinity = cli
-        .cpu
-        .as_ref()
-        .map_or("unchanged".into(), system::apply_affinity);
+    // keep their own scheduling: only the playback thread is changed (and
+    // with cpal, the thread that runs its data callback: the sink applies
+    // the same settings there itself).
+    let (mut priority, mut affinity) = apply_scheduling(cli);
     let mlock = if cli.no_mlock {
         "off".into()
     } else {
@@ -218,14 +254,26 @@ pub fn run(cli: &Cli) -> Result<Finished, PlayerError> {
         loops: cli.loops,
         fatal_errors: cli.fatal_errors,
         quiet: cli.quiet,
-        stalls: cli.selftest_stall.clone(),
+        // cpal's stalls go into its data callback (given at open), not
+        // into this writer thread.
+        stalls: if choice == BackendChoice::Cpal {
+            Vec::new()
+        } else {
+            cli.selftest_stall.clone()
+        },
     };
     let started_at = report::rfc3339_now();
     let outcome = play::play(sink.as_mut(), &mut stream, &opts, signals::stop_flag())
         .map_err(|e| PlayerError::Other(e.to_string()))?;
+    if let (Some(p), _) = &outcome.feeder_scheduling {
+        priority = format!("{priority} (writer); {p} (device callback thread)");
+    }
+    if let (_, Some(a)) = &outcome.feeder_scheduling {
+        affinity = format!("{affinity} (writer); {a} (device callback thread)");
+    }
     let usage = system::usage();
     let file = FileInfo {
-        path: cli.file.display().to_string(),
+        path: file.display().to_string(),
         played_from: source.display().to_string(),
         copied_to_tmpfs: _copy.is_some(),
         format: spec.format.alsa_name().to_string(),

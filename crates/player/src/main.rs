@@ -20,6 +20,10 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    if cli.list_devices {
+        print!("{}", xrunbench_player::sink::cpal_sink::list_devices());
+        return ExitCode::SUCCESS;
+    }
     match xrunbench_player::run(&cli) {
         Ok(done) => ExitCode::from(done.exit_code),
         Err(e) => {

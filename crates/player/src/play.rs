@@ -10,7 +10,9 @@
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use xrunbench_schema::player::{ClockSource, EndReason, SelftestStall, Underrun};
+use xrunbench_schema::player::{
+    ClockSource, EndReason, EventSource, HostErrorCount, SelftestStall, Underrun,
+};
 
 use crate::clock::{self, frames_to_ns, ms, MonoNs};
 use crate::nearmiss::NearMiss;
@@ -74,6 +76,11 @@ pub struct PlayOutcome {
     pub wall_seconds: f64,
     /// Stalls injected.
     pub stalls: Vec<SelftestStall>,
+    /// Host errors that were not underruns (cpal sink), counted.
+    pub host_errors: Vec<HostErrorCount>,
+    /// `--priority` / `--cpu` as applied to the device-feeding thread when
+    /// the sink has one of its own (cpal's callback thread).
+    pub feeder_scheduling: (Option<String>, Option<String>),
 }
 
 /// A device or file failure that ends playback.
@@ -122,6 +129,11 @@ struct Player<'a> {
     frames_written: u64,
     stalls_done: Vec<SelftestStall>,
     next_stall: usize,
+    /// Frames in one pass of the file (to place device-side events).
+    file_frames: u64,
+    /// Where the sink's device-side events land before they are accounted
+    /// (allocated once).
+    device_events: Vec<Underrun>,
 }
 
 enum Step {
@@ -176,6 +188,8 @@ pub fn play(
         frames_written: 0,
         stalls_done: Vec::with_capacity(opts.stalls.len()),
         next_stall: 0,
+        file_frames: stream.spec().frames.max(1),
+        device_events: Vec::with_capacity(64),
     };
     let mut file_loop = 0u64;
     let ended = loop {
@@ -224,13 +238,22 @@ pub fn play(
     if let Some(pending) = p.pending.take() {
         p.complete(pending, finish_at);
     }
+    let fatal_seen = p.take_device_events();
+    let ended = if fatal_seen && opts.fatal_errors && ended != EndReason::Signal {
+        EndReason::FatalUnderrun
+    } else {
+        ended
+    };
+    let side = p.sink.device_side();
     Ok(PlayOutcome {
         ended,
         events: p.events,
-        near_miss: p.near_miss,
+        near_miss: side.near_miss.unwrap_or(p.near_miss),
         frames_written: p.frames_written,
         wall_seconds: ms(clock::now() - p.start) / 1e3,
-        stalls: p.stalls_done,
+        stalls: side.stalls.unwrap_or(p.stalls_done),
+        host_errors: side.host_errors,
+        feeder_scheduling: (side.feeder_priority, side.feeder_affinity),
     })
 }
 
@@ -255,6 +278,12 @@ impl Player<'_> {
             if self.stop.load(Ordering::Relaxed) {
                 return Ok(Step::End(EndReason::Signal));
             }
+            if self.take_device_events() && self.opts.fatal_errors {
+                if !self.opts.quiet {
+                    eprintln!("xrun-player: fatal underrun (--fatal-errors)");
+                }
+                return Ok(Step::End(EndReason::FatalUnderrun));
+            }
             self.maybe_stall();
             let frame = first_frame + (off / frame_bytes) as u64;
             let result = self.sink.wait().and_then(|()| {
@@ -277,6 +306,27 @@ impl Player<'_> {
             }
         }
         Ok(Step::Continue)
+    }
+
+    /// Accounts for the underruns the sink's device side saw on its own
+    /// (cpal: callback gaps, cpal's xruns, the reader falling behind),
+    /// printing one line each; returns whether there were any.
+    fn take_device_events(&mut self) -> bool {
+        self.sink.drain_events(&mut self.device_events);
+        if self.device_events.is_empty() {
+            return false;
+        }
+        for mut e in self.device_events.drain(..) {
+            // The sink counts frames over the whole stream; the report
+            // says which loop of the file and where in it.
+            e.file_loop = e.file_frame / self.file_frames;
+            e.file_frame %= self.file_frames;
+            if !self.opts.quiet {
+                eprintln!("{}", device_event_line(&e));
+            }
+            self.events.push(e);
+        }
+        true
     }
 
     /// At a wake-up while running: the queued audio, and how late we woke
@@ -362,6 +412,8 @@ impl Player<'_> {
             gap_ms: ms(running_again - p.began),
             gap_clock: p.clock,
             queued_before_us: p.queued_before_us,
+            source: EventSource::DeviceEpipe,
+            also_seen_by: Vec::new(),
         });
     }
 
@@ -392,6 +444,22 @@ impl Player<'_> {
             actual_ms: ms(t1 - t0),
             queued_us,
         });
+    }
+}
+
+/// aplay's words for an underrun the device side measured, with who saw it
+/// when that is not the plain callback gap.
+fn device_event_line(e: &Underrun) -> String {
+    match e.source {
+        EventSource::ReaderBehind => format!(
+            "underrun!!! (reader fell behind: {:.3} ms of silence played)",
+            e.gap_ms
+        ),
+        EventSource::CpalXrun => format!(
+            "underrun!!! (cpal reported an xrun; callback gap {:.3} ms)",
+            e.gap_ms
+        ),
+        _ => format!("underrun!!! (at least {:.3} ms long)", e.gap_ms),
     }
 }
 

@@ -12,7 +12,8 @@ use crate::sink::Setup;
 
 /// Totals over the events; the rate is per minute of wall-clock playback.
 pub fn totals(events: &[Underrun], wall_seconds: f64) -> Totals {
-    let gap_ms_sum = events.iter().map(|e| e.gap_ms).sum();
+    // Starts from +0.0: an empty f64 sum is -0.0, printed "-0.000".
+    let gap_ms_sum = events.iter().map(|e| e.gap_ms).fold(0.0, |a, b| a + b);
     let gap_ms_max = events.iter().map(|e| e.gap_ms).fold(0.0, f64::max);
     let per_minute = if wall_seconds > 0.0 {
         events.len() as f64 * 60.0 / wall_seconds
@@ -46,11 +47,14 @@ pub fn negotiated(setup: &Setup, backend_choice: &str) -> Negotiated {
         stop_threshold: setup.stop_threshold,
         underrun_clock: if setup.backend == "virtual" {
             ClockSource::Virtual
+        } else if setup.backend == "cpal" {
+            ClockSource::Cpal
         } else if setup.hardware {
             ClockSource::Kernel
         } else {
             ClockSource::Player
         },
+        notes: setup.notes.clone(),
     }
 }
 
@@ -79,6 +83,7 @@ pub fn build(
         lateness: outcome.near_miss.lateness_summary(),
         process,
         selftest_stalls: outcome.stalls,
+        host_errors: outcome.host_errors,
     }
 }
 
@@ -151,6 +156,12 @@ pub fn summary(r: &PlayerReport) -> String {
             ms(r.lateness.max)
         );
     }
+    for h in &r.host_errors {
+        s += &format!(
+            "  host errors: {} x {} (first: {})\n",
+            h.count, h.kind, h.first_message
+        );
+    }
     let pr = &r.process;
     s += &format!(
         "  cpu: user {:.1} ms, sys {:.1} ms; max rss {} KiB; mlock: {}; priority: {}; affinity: {}\n",
@@ -164,6 +175,7 @@ fn clock_name(c: ClockSource) -> &'static str {
         ClockSource::Kernel => "kernel trigger timestamp",
         ClockSource::Player => "player's monotonic clock",
         ClockSource::Virtual => "virtual device clock",
+        ClockSource::Cpal => "cpal stream instants",
     }
 }
 

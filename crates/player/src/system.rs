@@ -95,9 +95,9 @@ fn last_os_error() -> String {
     std::io::Error::last_os_error().to_string()
 }
 
-/// Applies `prio` to the calling thread. Returns what the report says:
-/// the setting, and `failed: …` when it did not take.
-pub fn apply_priority(prio: Priority) -> String {
+/// Applies `prio` to the calling thread with system calls only (no
+/// allocation: safe in a real-time callback). Returns 0 or the errno.
+pub fn set_priority_raw(prio: Priority) -> i32 {
     let (policy, rt) = match prio {
         Priority::Fifo(n) => (libc::SCHED_FIFO, n),
         Priority::Rr(n) => (libc::SCHED_RR, n),
@@ -106,32 +106,62 @@ pub fn apply_priority(prio: Priority) -> String {
     let param = libc::sched_param { sched_priority: rt };
     // SAFETY: pid 0 is the calling thread; param is valid.
     if unsafe { libc::sched_setscheduler(0, policy, &param) } != 0 {
-        return format!("{prio} failed: {}", last_os_error());
+        return errno();
     }
     if let Priority::Other(Some(nice)) = prio {
         // SAFETY: plain syscall; on Linux PRIO_PROCESS with 0 is this thread.
         if unsafe { libc::setpriority(libc::PRIO_PROCESS, 0, nice) } != 0 {
-            return format!("{prio} failed: {}", last_os_error());
+            return errno();
         }
     }
-    prio.to_string()
+    0
 }
 
-/// Pins the calling thread to `cpus`. Returns the report's string.
-pub fn apply_affinity(cpus: &CpuList) -> String {
+fn errno() -> i32 {
+    std::io::Error::last_os_error().raw_os_error().unwrap_or(-1)
+}
+
+/// Applies `prio` to the calling thread. Returns what the report says:
+/// the setting, and `failed: …` when it did not take.
+pub fn apply_priority(prio: Priority) -> String {
+    describe_result(&prio.to_string(), set_priority_raw(prio))
+}
+
+/// The report's words for a setting and its errno (0: it took).
+pub fn describe_result(setting: &str, errno: i32) -> String {
+    match errno {
+        0 => setting.to_string(),
+        e => format!("{setting} failed: {}", std::io::Error::from_raw_os_error(e)),
+    }
+}
+
+/// The CPU set of `cpus`, built ahead so that applying it allocates nothing.
+pub fn cpu_set(cpus: &CpuList) -> libc::cpu_set_t {
     // SAFETY: cpu_set_t is plain data; CPU_SET indexes within CPU_SETSIZE
     // (checked when the list was parsed).
-    let r = unsafe {
+    unsafe {
         let mut set: libc::cpu_set_t = std::mem::zeroed();
         for &c in &cpus.0 {
             libc::CPU_SET(c, &mut set);
         }
-        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set)
-    };
-    if r != 0 {
-        return format!("{cpus} failed: {}", last_os_error());
+        set
     }
-    cpus.to_string()
+}
+
+/// Pins the calling thread to `set` (system call only). Returns 0 or the errno.
+pub fn set_affinity_raw(set: &libc::cpu_set_t) -> i32 {
+    // SAFETY: set is a valid cpu_set_t of the size given.
+    let r = unsafe { libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), set) };
+    if r != 0 {
+        errno()
+    } else {
+        0
+    }
+}
+
+/// Pins the calling thread to `cpus`. Returns the report's string.
+pub fn apply_affinity(cpus: &CpuList) -> String {
+    describe_result(&cpus.to_string(), set_affinity_raw(&cpu_set(cpus)))
 }
 
 /// Locks the process's memory so that no page fault stalls playback.

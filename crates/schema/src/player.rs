@@ -41,6 +41,9 @@ pub struct PlayerReport {
     /// Stalls injected by the documented self-test option, if any.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub selftest_stalls: Vec<SelftestStall>,
+    /// Errors the audio host reported that are not underruns (cpal sink).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub host_errors: Vec<HostErrorCount>,
 }
 
 /// The input file.
@@ -72,6 +75,43 @@ pub enum ClockSource {
     Player,
     /// The virtual sink's simulated device clock (exact by construction).
     Virtual,
+    /// cpal's stream instants (the callback and playback timestamps its host
+    /// hands to the data callback; CLOCK_MONOTONIC-based on ALSA, JACK's
+    /// `jack_get_time`, PulseAudio's `Instant`, PipeWire's stream time).
+    Cpal,
+}
+
+/// Who saw an underrun.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EventSource {
+    /// A blocking write (or wait) returned EPIPE: the device stopped the
+    /// stream (ALSA and virtual sinks; every report before the cpal sink).
+    #[default]
+    DeviceEpipe,
+    /// cpal's error callback reported `ErrorKind::Xrun` (its ALSA and JACK
+    /// hosts); it never says how long, so the figures come from the data
+    /// callback's timestamps around it.
+    CpalXrun,
+    /// The data callback's own timestamps: it was called later than the
+    /// moment the previously written audio ran out, by more than the
+    /// host's steady-state noise.
+    CallbackGap,
+    /// The device was fed, but the player's reader did not keep the ring
+    /// between it and the callback filled: the callback played silence.
+    ReaderBehind,
+}
+
+/// Errors a host reported that are not underruns, counted rather than
+/// listed (a misbehaving plugin can report thousands).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HostErrorCount {
+    /// The error's kind (cpal's `ErrorKind`, e.g. `BackendError`).
+    pub kind: String,
+    /// How many times it was reported.
+    pub count: u64,
+    /// The first report's message.
+    pub first_message: String,
 }
 
 /// Device parameters as negotiated.
@@ -106,6 +146,10 @@ pub struct Negotiated {
     pub stop_threshold: u64,
     /// Clock used for the underruns' start and "at least" figures.
     pub underrun_clock: ClockSource,
+    /// What the device changed from the request (e.g. a host rounding the
+    /// buffer), one sentence each.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
 }
 
 /// Why playback ended.
@@ -144,6 +188,14 @@ pub struct Underrun {
     pub gap_clock: ClockSource,
     /// Audio queued at the last successful write before the underrun, µs.
     pub queued_before_us: Option<u64>,
+    /// Who saw it (reports written before this field existed: a device
+    /// EPIPE, the only source there was).
+    #[serde(default)]
+    pub source: EventSource,
+    /// Other sources that saw the same episode (e.g. cpal's `Xrun` error
+    /// beside the callback gap that measured it).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub also_seen_by: Vec<EventSource>,
 }
 
 /// Totals over all underruns.
@@ -186,6 +238,7 @@ pub struct SelftestStall {
     pub requested_ms: f64,
     /// Measured length, ms.
     pub actual_ms: f64,
-    /// Audio queued when the stall began, µs (from the device's delay).
+    /// Audio queued when the stall began, µs (from the device's delay; for
+    /// the cpal sink, playback − callback instant of the stalled callback).
     pub queued_us: Option<u64>,
 }

@@ -6,6 +6,11 @@
 //! (`plug:jack`), so the player's ALSA path is exercised for real: real
 //! `writei`, real blocking, real EPIPE on underrun.
 //!
+//! A PulseAudio server with a null sink ([`PulseServer`]) is the second
+//! route: cpal's PulseAudio host plays to it. [`HintedJackPcm`] writes an
+//! ALSA configuration that gives `plug:jack` a hinted name, which is how
+//! cpal's ALSA host finds devices.
+//!
 //! Host-only: this crate is a dev-dependency of the player and a dependency
 //! of `xtask`, never of a board binary.
 
@@ -216,6 +221,264 @@ impl Drop for JackServer {
                 }
             }
         }
+        let _ = std::fs::remove_file(&self.log_path);
+    }
+}
+
+/// Name of the hinted `plug` PCM over JACK that [`HintedJackPcm`] defines.
+pub const HINTED_JACK_PCM: &str = "xrunbench_jack";
+
+/// An ALSA configuration file that adds a hinted `plug` PCM over `jack`
+/// (cpal's ALSA host lists devices by hint only, so `plug:jack` is not
+/// found by name). Removed on drop.
+#[derive(Debug)]
+pub struct HintedJackPcm {
+    path: std::path::PathBuf,
+}
+
+impl HintedJackPcm {
+    /// Writes the file.
+    pub fn create() -> io::Result<HintedJackPcm> {
+        let path = std::env::temp_dir().join(format!("{}.asoundrc", unique_name("xrunbench")));
+        std::fs::write(
+            &path,
+            format!(
+                "pcm.{HINTED_JACK_PCM} {{\n  type plug\n  slave.pcm \"jack\"\n  \
+                 hint {{ show on description \"xrunbench: plug over JACK\" }}\n}}\n"
+            ),
+        )?;
+        Ok(HintedJackPcm { path })
+    }
+
+    /// `ALSA_CONFIG_PATH` for a client: it replaces alsa-lib's default list,
+    /// so alsa.conf (which pulls in the plugins' own files, `jack` among
+    /// them) comes first, then our file.
+    pub fn env(&self) -> (&'static str, String) {
+        (
+            "ALSA_CONFIG_PATH",
+            format!("/usr/share/alsa/alsa.conf:{}", self.path.display()),
+        )
+    }
+
+    /// Applies [`HintedJackPcm::env`] to a command.
+    pub fn configure<'c>(&self, cmd: &'c mut Command) -> &'c mut Command {
+        let (k, v) = self.env();
+        cmd.env(k, v)
+    }
+}
+
+impl Drop for HintedJackPcm {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.path);
+    }
+}
+
+/// Settings of a PulseAudio null-sink server.
+#[derive(Debug, Clone)]
+pub struct PulseConfig {
+    /// Sample rate of the null sink, Hz.
+    pub rate: u32,
+    /// CPUs the server (and its keepalive client) are pinned to.
+    pub cpus: Option<String>,
+    /// SCHED_FIFO priority for the server (`chrt -f`), so that background
+    /// load cannot starve it into underruns that are not the player's; JACK
+    /// runs its process thread real-time by itself.
+    pub fifo: Option<u8>,
+    /// Warm-up after the keepalive stream starts: an idle null sink renders
+    /// up to 2 s ahead, and stalls in that time are absorbed (CI notes).
+    pub warm_up: Duration,
+}
+
+impl Default for PulseConfig {
+    fn default() -> Self {
+        PulseConfig {
+            rate: 48_000,
+            cpus: None,
+            fifo: None,
+            warm_up: Duration::from_millis(2500),
+        }
+    }
+}
+
+/// A PulseAudio server with one null sink, in a runtime directory of its
+/// own, with a low-latency keepalive stream; everything is killed, reaped
+/// and removed on drop.
+#[derive(Debug)]
+pub struct PulseServer {
+    runtime_dir: std::path::PathBuf,
+    server: Option<Child>,
+    keepalive: Option<Child>,
+    log_path: std::path::PathBuf,
+}
+
+/// `program`, under `taskset -c CPUS` and `chrt -f PRIO` when asked.
+fn pinned(program: &str, cpus: &Option<String>, fifo: Option<u8>) -> Command {
+    let mut argv: Vec<String> = Vec::new();
+    if let Some(cpus) = cpus {
+        argv.extend(["taskset".into(), "-c".into(), cpus.clone()]);
+    }
+    if let Some(prio) = fifo {
+        argv.extend(["chrt".into(), "-f".into(), prio.to_string()]);
+    }
+    argv.push(program.into());
+    let mut c = Command::new(&argv[0]);
+    c.args(&argv[1..]);
+    c
+}
+
+impl PulseServer {
+    /// Starts `pulseaudio` with a null sink and the native protocol only,
+    /// waits until `pactl info` answers, starts the keepalive `pacat` and
+    /// waits out the warm-up.
+    pub fn start(config: &PulseConfig) -> Result<PulseServer, Error> {
+        for (program, package) in [
+            ("pulseaudio", "pulseaudio"),
+            ("pactl", "pulseaudio-utils"),
+            ("pacat", "pulseaudio-utils"),
+        ] {
+            if !program_exists(program) {
+                return Err(Error::NotInstalled { program, package });
+            }
+        }
+        let name = unique_name("xrunbench-pulse");
+        let spawn_err = |source| Error::Spawn {
+            program: "pulseaudio",
+            source,
+        };
+        let runtime_dir = std::env::temp_dir().join(&name);
+        std::fs::create_dir_all(&runtime_dir).map_err(spawn_err)?;
+        let log_path = std::env::temp_dir().join(format!("{name}.log"));
+        let log = std::fs::File::create(&log_path).map_err(spawn_err)?;
+        let log_err = log.try_clone().map_err(spawn_err)?;
+        let mut server = PulseServer {
+            runtime_dir,
+            server: None,
+            keepalive: None,
+            log_path,
+        };
+        let mut cmd = pinned("pulseaudio", &config.cpus, config.fifo);
+        cmd.args([
+            "-n",
+            "--daemonize=no",
+            "--exit-idle-time=-1",
+            "--use-pid-file=no",
+            // Root may run it (our CI runs as root); it then warns only.
+            "--system=no",
+            "-L",
+            "module-native-protocol-unix",
+            "-L",
+        ])
+        .arg(format!(
+            "module-null-sink sink_name=xrunbench rate={}",
+            config.rate
+        ))
+        .envs(server.env())
+        .stdin(Stdio::null())
+        .stdout(log)
+        .stderr(log_err);
+        server.server = Some(cmd.spawn().map_err(spawn_err)?);
+        server.wait_ready(Duration::from_secs(5))?;
+        let keepalive = pinned("pacat", &config.cpus, config.fifo)
+            .args([
+                "-p",
+                "--raw",
+                "--latency-msec=10",
+                "--client-name=keepalive",
+            ])
+            .envs(server.env())
+            .stdin(Stdio::from(
+                std::fs::File::open("/dev/zero").map_err(spawn_err)?,
+            ))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .map_err(|source| Error::Spawn {
+                program: "pacat",
+                source,
+            })?;
+        server.keepalive = Some(keepalive);
+        std::thread::sleep(config.warm_up);
+        Ok(server)
+    }
+
+    fn wait_ready(&mut self, limit: Duration) -> Result<(), Error> {
+        let start = Instant::now();
+        while start.elapsed() < limit {
+            let ok = Command::new("pactl")
+                .arg("info")
+                .envs(self.env())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .status()
+                .map(|s| s.success())
+                .unwrap_or(false);
+            if ok {
+                return Ok(());
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        Err(Error::NotReady {
+            program: "pulseaudio",
+            name: self.runtime_dir.display().to_string(),
+            waited: limit,
+            log: std::fs::read_to_string(&self.log_path).unwrap_or_default(),
+        })
+    }
+
+    /// PID of the server process.
+    pub fn pid(&self) -> Option<u32> {
+        self.server.as_ref().map(Child::id)
+    }
+
+    /// Environment a client needs to reach this server: its runtime
+    /// directory (the socket is `$XDG_RUNTIME_DIR/pulse/native`) and no
+    /// autospawn of another one.
+    pub fn env(&self) -> [(&'static str, String); 2] {
+        [
+            ("XDG_RUNTIME_DIR", self.runtime_dir.display().to_string()),
+            (
+                "PULSE_SERVER",
+                format!("unix:{}/pulse/native", self.runtime_dir.display()),
+            ),
+        ]
+    }
+
+    /// Applies [`PulseServer::env`] to a command.
+    pub fn configure<'c>(&self, cmd: &'c mut Command) -> &'c mut Command {
+        cmd.envs(self.env())
+    }
+}
+
+/// SIGTERM, then SIGKILL if it has not gone within 3 s; always reaped.
+fn stop_child(mut child: Child) {
+    // SAFETY: plain kill(2) on a child we spawned and have not reaped.
+    unsafe {
+        libc::kill(child.id() as libc::pid_t, libc::SIGTERM);
+    }
+    let deadline = Instant::now() + Duration::from_secs(3);
+    loop {
+        match child.try_wait() {
+            Ok(Some(_)) | Err(_) => break,
+            Ok(None) if Instant::now() > deadline => {
+                let _ = child.kill();
+                let _ = child.wait();
+                break;
+            }
+            Ok(None) => std::thread::sleep(Duration::from_millis(10)),
+        }
+    }
+}
+
+impl Drop for PulseServer {
+    fn drop(&mut self) {
+        // The client first, so the server is not left serving a stream.
+        if let Some(c) = self.keepalive.take() {
+            stop_child(c);
+        }
+        if let Some(c) = self.server.take() {
+            stop_child(c);
+        }
+        let _ = std::fs::remove_dir_all(&self.runtime_dir);
         let _ = std::fs::remove_file(&self.log_path);
     }
 }

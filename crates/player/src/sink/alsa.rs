@@ -44,7 +44,7 @@ impl std::fmt::Debug for AlsaSink {
     }
 }
 
-fn alsa_format(f: SampleFormat) -> Format {
+pub(crate) fn alsa_format(f: SampleFormat) -> Format {
     match f {
         SampleFormat::U8 => Format::U8,
         SampleFormat::S16Le => Format::S16LE,
@@ -119,6 +119,7 @@ impl AlsaSink {
             period_frames,
             start_threshold: start,
             stop_threshold: stop,
+            notes: Vec::new(),
         };
         let pcm = Box::into_raw(Box::new(pcm));
         // SAFETY: `pcm` stays allocated until Drop, which drops `io` first.

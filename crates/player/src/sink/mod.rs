@@ -5,9 +5,13 @@
 //! own state, so every backend gets the same figures.
 
 pub mod alsa;
+pub mod cpal_sink;
 pub mod virtual_pcm;
 
+use xrunbench_schema::player::{HostErrorCount, SelftestStall, Underrun};
+
 use crate::clock::MonoNs;
+use crate::nearmiss::NearMiss;
 use crate::wav::SampleFormat;
 
 /// Buffer and period as the user asked for them (aplay's options).
@@ -41,7 +45,7 @@ pub struct StreamFormat {
 /// What the device agreed to.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Setup {
-    /// Backend name (`alsa`, `virtual`).
+    /// Backend name (`alsa`, `virtual`, `cpal`).
     pub backend: &'static str,
     /// Device name.
     pub device: String,
@@ -61,6 +65,28 @@ pub struct Setup {
     pub start_threshold: u64,
     /// Stop threshold, frames.
     pub stop_threshold: u64,
+    /// What the device changed from the request, one sentence each (said on
+    /// stderr and kept in the report).
+    pub notes: Vec<String>,
+}
+
+/// What a sink measured on the device side itself (in a real-time
+/// callback, say), handed over once playback has finished. Sinks whose
+/// playback loop does the measuring leave it empty.
+#[derive(Debug, Default)]
+pub struct DeviceSide {
+    /// Near misses measured by the device side; replaces the playback
+    /// loop's own histograms.
+    pub near_miss: Option<NearMiss>,
+    /// Self-test stalls the device side injected (into its own thread).
+    pub stalls: Option<Vec<SelftestStall>>,
+    /// Host errors that are not underruns, counted.
+    pub host_errors: Vec<HostErrorCount>,
+    /// `--priority` as applied to the device-feeding thread, when that is
+    /// not the writer (the report's words).
+    pub feeder_priority: Option<String>,
+    /// `--cpu` as applied to the device-feeding thread, likewise.
+    pub feeder_affinity: Option<String>,
 }
 
 /// A failure of a sink operation.
@@ -116,6 +142,18 @@ pub trait Sink {
 
     /// Human-readable setup for `-v` (aplay prints alsa-lib's dump).
     fn describe(&mut self) -> String;
+
+    /// Moves the underruns the device side saw on its own (not through a
+    /// `write` or `wait` error) into `out`, oldest first. `at_s` counts from
+    /// the stream's start and `file_frame` is the frame position in the
+    /// whole stream (all loops); the playback loop splits it into loop and
+    /// frame.
+    fn drain_events(&mut self, _out: &mut Vec<Underrun>) {}
+
+    /// What the device side measured itself; called once, after `finish`.
+    fn device_side(&mut self) -> DeviceSide {
+        DeviceSide::default()
+    }
 }
 
 /// Resolves a buffer request into (buffer, period) frames the way aplay

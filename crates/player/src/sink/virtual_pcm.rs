@@ -52,6 +52,7 @@ impl VirtualPcm {
                 period_frames: period,
                 start_threshold: buffer,
                 stop_threshold: buffer,
+                notes: Vec::new(),
             },
             frame_bytes,
             state: State::Prepared,

@@ -1,0 +1,286 @@
+//! The `cpal` sink on real, clocked servers: cpal's ALSA host through a
+//! hinted `plug` PCM over a JACK dummy server, cpal's JACK host (feature
+//! `cpal-jack`) and cpal's PulseAudio host on a null sink (feature
+//! `cpal-pulseaudio`). Servers run on CPU 0, the player's threads (writer
+//! and data callback) on CPU 1 at FIFO 80, so background load does not
+//! fake underruns and a stall of the callback never stalls the server.
+//!
+//! The stalls are injected into the data callback itself. The callback-gap
+//! figure is `callback instant − (previous playback instant + previous
+//! frames / rate)`: the stalled callback's own audio never reached the
+//! device in time but the formula assumes it did, so for a stall S starting
+//! with Q queued and a callback of P, the expected figure is S − Q − P.
+
+mod common;
+
+use std::process::Command;
+
+use common::*;
+use xrunbench_schema::player::{ClockSource, EventSource};
+use xrunbench_schema::PlayerReport;
+use xrunbench_soundserver::{HintedJackPcm, JackConfig, JackServer, HINTED_JACK_PCM};
+
+/// The common arguments: real-time on CPU 1, a 20 ms buffer.
+const RT: [&str; 6] = ["--priority", "fifo:80", "--cpu", "1", "-B", "20000"];
+
+/// The stalls of the issue, injected into the data callback.
+const STALLS: [&str; 4] = [
+    "--duration",
+    "3.5",
+    "--selftest-stall",
+    "0.5:100,1.5:300,2.5:500",
+];
+
+fn jack() -> JackServer {
+    JackServer::start(&JackConfig {
+        cpus: Some("0".into()),
+        ..JackConfig::default()
+    })
+    .expect("start a JACK dummy server (cargo xtask test installs jackd2)")
+}
+
+/// Asserts one callback-gap event per stall, within 10 ms of the expected
+/// S − Q − P; prints every figure.
+fn assert_one_gap_per_stall(report: &PlayerReport, host: &str) {
+    let period_ms = report.params.period_us as f64 / 1e3;
+    assert_eq!(
+        report.events.len(),
+        report.selftest_stalls.len(),
+        "{host}: one event per stall expected: {:#?}",
+        report.events
+    );
+    assert_eq!(report.selftest_stalls.len(), 3, "{host}: every stall ran");
+    for (stall, e) in report.selftest_stalls.iter().zip(&report.events) {
+        let queued_ms = stall.queued_us.expect("queued audio known") as f64 / 1e3;
+        let expected = stall.actual_ms - queued_ms - period_ms;
+        eprintln!(
+            "{host}: stall {:.3} ms (asked {:.0}), queued {queued_ms:.3} ms, callback {period_ms:.3} ms: \
+             gap {:.3} ms, expected {expected:.3} ms (error {:+.3}); source {:?}, also seen by {:?}",
+            stall.actual_ms,
+            stall.requested_ms,
+            e.gap_ms,
+            e.gap_ms - expected,
+            e.source,
+            e.also_seen_by
+        );
+        assert_eq!(e.source, EventSource::CallbackGap, "{host}: {e:?}");
+        assert_eq!(e.gap_clock, ClockSource::Cpal);
+        assert!(
+            (e.gap_ms - expected).abs() <= 10.0,
+            "{host}: gap {:.3} ms, expected {expected:.3} ± 10 ms",
+            e.gap_ms
+        );
+    }
+}
+
+fn assert_clean(report: &PlayerReport, host: &str) {
+    eprintln!(
+        "{host}: clean run: {} events, fill min {} us p50 {} us, lateness p99 {} us, host errors {:?}",
+        report.events.len(),
+        report.fill.min,
+        report.fill.p50,
+        report.lateness.p99,
+        report.host_errors
+    );
+    assert_eq!(report.params.backend, "cpal");
+    assert_eq!(report.params.underrun_clock, ClockSource::Cpal);
+    assert_eq!(report.events, vec![], "{host}: a clean run has no underrun");
+    assert_eq!(report.frames_written, 96_000);
+    assert!(
+        report.wall_seconds > 1.9 && report.wall_seconds < 3.0,
+        "{host}: {}",
+        report.wall_seconds
+    );
+    assert!(report.fill.count > 50, "{host}: near misses measured");
+}
+
+/// cpal's ALSA host through the hinted `plug` PCM over JACK.
+fn alsa_host_player(server: &JackServer, conf: &HintedJackPcm) -> Command {
+    let mut cmd = player();
+    server.configure(&mut cmd);
+    conf.configure(&mut cmd);
+    cmd.args(["--backend", "cpal", "--host", "alsa", "-D", HINTED_JACK_PCM]);
+    cmd
+}
+
+#[test]
+fn alsa_host_over_jack_plays_two_seconds_cleanly() {
+    let _serial = timing_lock();
+    let server = jack();
+    let conf = HintedJackPcm::create().unwrap();
+    let wav = tone(2.0);
+    let mut args = RT.to_vec();
+    args.extend(["-q", wav.0.to_str().unwrap()]);
+    let (_, report) = play(&mut alsa_host_player(&server, &conf), &args);
+    assert_eq!(report.params.device, format!("alsa/{HINTED_JACK_PCM}"));
+    // The jack plugin rounds to its 256-frame period; the player asked
+    // ALSA first and says so.
+    assert_eq!(report.params.period_frames % 256, 0);
+    assert!(!report.params.notes.is_empty());
+    assert_clean(&report, "cpal alsa");
+}
+
+#[test]
+fn alsa_host_callback_stalls_give_one_gap_each_within_10ms() {
+    let _serial = timing_lock();
+    let server = jack();
+    let conf = HintedJackPcm::create().unwrap();
+    let wav = tone(1.0);
+    let mut args = RT.to_vec();
+    args.extend(STALLS);
+    args.push(wav.0.to_str().unwrap());
+    let (out, report) = play(&mut alsa_host_player(&server, &conf), &args);
+    assert_one_gap_per_stall(&report, "cpal alsa");
+    // The ALSA host's EPIPE comes back as cpal's Xrun: both sources saw it.
+    for e in &report.events {
+        assert_eq!(e.also_seen_by, vec![EventSource::CpalXrun], "{e:?}");
+    }
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(
+        stderr.matches("underrun!!! (at least ").count(),
+        3,
+        "{stderr}"
+    );
+}
+
+#[cfg(feature = "cpal-jack")]
+mod jack_host {
+    use super::*;
+
+    fn jack_host_player(server: &JackServer) -> Command {
+        let mut cmd = player();
+        server.configure(&mut cmd);
+        cmd.args(["--backend", "cpal", "--host", "jack"]);
+        cmd
+    }
+
+    #[test]
+    fn jack_host_plays_two_seconds_cleanly() {
+        let _serial = timing_lock();
+        let server = jack();
+        let wav = tone(2.0);
+        let mut args = RT.to_vec();
+        args.extend(["-q", wav.0.to_str().unwrap()]);
+        let (_, report) = play(&mut jack_host_player(&server), &args);
+        // JACK takes callbacks of its own period only, and floats only.
+        assert_eq!(report.params.period_frames, 256);
+        assert_eq!(report.params.format, "FLOAT_LE");
+        assert_clean(&report, "cpal jack");
+    }
+
+    #[test]
+    fn jack_host_callback_stalls_give_one_gap_each_within_10ms() {
+        let _serial = timing_lock();
+        let server = jack();
+        let wav = tone(1.0);
+        let mut args = RT.to_vec();
+        args.extend(STALLS);
+        args.push(wav.0.to_str().unwrap());
+        let (_, report) = play(&mut jack_host_player(&server), &args);
+        assert_one_gap_per_stall(&report, "cpal jack");
+    }
+}
+
+#[cfg(feature = "cpal-pulseaudio")]
+mod pulse_host {
+    use super::*;
+    use xrunbench_soundserver::{PulseConfig, PulseServer};
+
+    fn pulse() -> PulseServer {
+        PulseServer::start(&PulseConfig {
+            cpus: Some("0".into()),
+            fifo: Some(70),
+            ..PulseConfig::default()
+        })
+        .expect("start a PulseAudio null-sink server (cargo xtask test installs pulseaudio)")
+    }
+
+    fn pulse_host_player(server: &PulseServer) -> Command {
+        let mut cmd = player();
+        server.configure(&mut cmd);
+        cmd.args([
+            "--backend",
+            "cpal",
+            "--host",
+            "pulseaudio",
+            "-D",
+            "xrunbench",
+        ]);
+        cmd
+    }
+
+    #[test]
+    fn pulseaudio_host_plays_two_seconds_cleanly() {
+        let _serial = timing_lock();
+        let server = pulse();
+        let wav = tone(2.0);
+        let mut args = RT.to_vec();
+        args.extend(["-q", wav.0.to_str().unwrap()]);
+        let (_, report) = play(&mut pulse_host_player(&server), &args);
+        assert_eq!(report.params.device, "pulseaudio/xrunbench");
+        assert_clean(&report, "cpal pulseaudio");
+    }
+
+    #[test]
+    fn pulseaudio_host_callback_stalls_give_one_gap_each_within_10ms() {
+        let _serial = timing_lock();
+        let server = pulse();
+        let wav = tone(1.0);
+        let mut args = RT.to_vec();
+        args.extend(STALLS);
+        args.push(wav.0.to_str().unwrap());
+        let (_, report) = play(&mut pulse_host_player(&server), &args);
+        assert_one_gap_per_stall(&report, "cpal pulseaudio");
+    }
+}
+
+fn run_fail(args: &[&str]) -> (i32, String) {
+    let out = player().args(args).output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    (out.status.code().unwrap_or(-1), stderr)
+}
+
+#[test]
+fn list_devices_needs_no_file_and_names_every_host() {
+    let out = player().arg("--list-devices").output().unwrap();
+    assert!(out.status.success());
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    for host in ["alsa", "jack", "pulseaudio", "pipewire"] {
+        assert!(stdout.contains(&format!("host {host}")), "{stdout}");
+    }
+}
+
+#[test]
+fn bad_cpal_choices_get_one_line_and_their_exit_code() {
+    let wav = tone(0.1);
+    let file = wav.0.to_str().unwrap();
+    // Unknown host: usage.
+    let (code, stderr) = run_fail(&["--backend", "cpal", "--host", "coreaudio", file]);
+    assert_eq!(code, 2, "{stderr}");
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    // A device the ALSA host does not list: device error, naming it.
+    let (code, stderr) = run_fail(&["--backend", "cpal", "-D", "no_such_pcm", file]);
+    assert_eq!(code, 3, "{stderr}");
+    let last = stderr.lines().last().unwrap_or_default();
+    assert!(
+        last.contains("no_such_pcm") && last.contains("no such output device"),
+        "{stderr}"
+    );
+    // A host this build lacks: usage, naming the feature.
+    #[cfg(not(feature = "cpal-pipewire"))]
+    {
+        let (code, stderr) = run_fail(&["--backend", "cpal", "--host", "pipewire", file]);
+        assert_eq!(code, 2, "{stderr}");
+        assert!(stderr.contains("cpal-pipewire"), "{stderr}");
+    }
+}
+
+#[test]
+fn reports_without_event_sources_still_parse() {
+    // An event as written before the cpal sink: no `source`.
+    let old = r#"{"at_s":1.0,"file_frame":1,"file_loop":0,"at_least_ms":2.0,
+        "at_least_clock":"player","gap_ms":3.0,"gap_clock":"player","queued_before_us":null}"#;
+    let e: xrunbench_schema::player::Underrun = serde_json::from_str(old).unwrap();
+    assert_eq!(e.source, EventSource::DeviceEpipe);
+    assert!(e.also_seen_by.is_empty());
+}
