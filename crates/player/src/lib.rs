@@ -182,12 +182,24 @@ fn check_json_destination(dest: &Path) -> Result<(), PlayerError> {
     Ok(())
 }
 
-/// Applies `--priority` and `--cpu` to the calling thread; returns what
-/// took, for the report.
-fn apply_scheduling(cli: &Cli) -> (String, String) {
-    let priority = cli
-        .priority
-        .map_or("unchanged".into(), system::apply_priority);
+/// The writer's priority. With cpal the device is fed by the callback's
+/// thread, which gets `--priority` itself; the writer (the reader of the
+/// file) runs one real-time step below it, so that at the same priority on
+/// the same CPU it never holds the callback off (SCHED_FIFO does not
+/// preempt its equals).
+fn writer_priority(cli: &Cli, choice: BackendChoice) -> Option<system::Priority> {
+    use system::Priority::{Fifo, Rr};
+    match (cli.priority, choice) {
+        (Some(Fifo(n)), BackendChoice::Cpal) if n > 1 => Some(Fifo(n - 1)),
+        (Some(Rr(n)), BackendChoice::Cpal) if n > 1 => Some(Rr(n - 1)),
+        (p, _) => p,
+    }
+}
+
+/// Applies the writer's priority and `--cpu` to the calling thread;
+/// returns what took, for the report.
+fn apply_scheduling(cli: &Cli, choice: BackendChoice) -> (String, String) {
+    let priority = writer_priority(cli, choice).map_or("unchanged".into(), system::apply_priority);
     let affinity = cli
         .cpu
         .as_ref()
@@ -234,7 +246,7 @@ pub fn run(cli: &Cli) -> Result<Finished, PlayerError> {
     // keep their own scheduling: only the playback thread is changed (and
     // with cpal, the thread that runs its data callback: the sink applies
     // the same settings there itself).
-    let (mut priority, mut affinity) = apply_scheduling(cli);
+    let (mut priority, mut affinity) = apply_scheduling(cli, choice);
     let mlock = if cli.no_mlock {
         "off".into()
     } else {

@@ -234,6 +234,57 @@ mod pulse_host {
     }
 }
 
+#[cfg(feature = "cpal-pipewire")]
+mod pipewire_host {
+    use super::*;
+    use xrunbench_soundserver::{PipeWireServer, PIPEWIRE_SINK};
+
+    fn pipewire_host_player(server: &PipeWireServer) -> Command {
+        let mut cmd = player();
+        server.configure(&mut cmd);
+        cmd.args([
+            "--backend",
+            "cpal",
+            "--host",
+            "pipewire",
+            "-D",
+            PIPEWIRE_SINK,
+        ]);
+        cmd
+    }
+
+    fn server() -> PipeWireServer {
+        PipeWireServer::start(Some("0"))
+            .expect("start PipeWire + WirePlumber (cargo xtask test installs them)")
+    }
+
+    #[test]
+    fn pipewire_host_plays_two_seconds_cleanly() {
+        let _serial = timing_lock();
+        let server = server();
+        let wav = tone(2.0);
+        let mut args = RT.to_vec();
+        args.extend(["-q", wav.0.to_str().unwrap()]);
+        let (_, report) = play(&mut pipewire_host_player(&server), &args);
+        assert_eq!(report.params.device, format!("pipewire/{PIPEWIRE_SINK}"));
+        assert_clean(&report, "cpal pipewire");
+    }
+
+    /// PipeWire's host hands the callback a playback instant equal to the
+    /// callback instant (queued 0), so the expected figure is S − P.
+    #[test]
+    fn pipewire_host_callback_stalls_give_one_gap_each_within_10ms() {
+        let _serial = timing_lock();
+        let server = server();
+        let wav = tone(1.0);
+        let mut args = RT.to_vec();
+        args.extend(STALLS);
+        args.push(wav.0.to_str().unwrap());
+        let (_, report) = play(&mut pipewire_host_player(&server), &args);
+        assert_one_gap_per_stall(&report, "cpal pipewire");
+    }
+}
+
 fn run_fail(args: &[&str]) -> (i32, String) {
     let out = player().args(args).output().unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr).into_owned();

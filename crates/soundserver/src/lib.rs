@@ -482,3 +482,130 @@ impl Drop for PulseServer {
         let _ = std::fs::remove_file(&self.log_path);
     }
 }
+
+/// Name of the null sink [`PipeWireServer`] creates.
+pub const PIPEWIRE_SINK: &str = "xrunbench";
+
+/// A PipeWire server with WirePlumber (which links streams to sinks) and a
+/// null sink, on a D-Bus session bus of its own, in a runtime directory of
+/// its own; the whole process group is stopped and reaped on drop.
+#[derive(Debug)]
+pub struct PipeWireServer {
+    runtime_dir: std::path::PathBuf,
+    session: Option<Child>,
+    log_path: std::path::PathBuf,
+}
+
+impl PipeWireServer {
+    /// Starts `pipewire` and `wireplumber` under `dbus-run-session` (pinned
+    /// to `cpus` when given), waits until `pw-cli` answers, creates the null
+    /// sink and gives WirePlumber a moment to see it.
+    pub fn start(cpus: Option<&str>) -> Result<PipeWireServer, Error> {
+        for (program, package) in [
+            ("pipewire", "pipewire-bin"),
+            ("wireplumber", "wireplumber"),
+            ("pw-cli", "pipewire-bin"),
+            ("dbus-run-session", "dbus-bin"),
+        ] {
+            if !program_exists(program) {
+                return Err(Error::NotInstalled { program, package });
+            }
+        }
+        let name = unique_name("xrunbench-pw");
+        let spawn_err = |source| Error::Spawn {
+            program: "pipewire",
+            source,
+        };
+        let runtime_dir = std::env::temp_dir().join(&name);
+        std::fs::create_dir_all(&runtime_dir).map_err(spawn_err)?;
+        let log_path = std::env::temp_dir().join(format!("{name}.log"));
+        let log = std::fs::File::create(&log_path).map_err(spawn_err)?;
+        let log_err = log.try_clone().map_err(spawn_err)?;
+        let mut server = PipeWireServer {
+            runtime_dir,
+            session: None,
+            log_path,
+        };
+        let mut cmd = pinned("dbus-run-session", &cpus.map(str::to_string), None);
+        // Its own process group: drop stops the bus, pipewire and
+        // wireplumber together.
+        std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
+        cmd.args(["--", "sh", "-c", "pipewire & sleep 0.3; wireplumber & wait"])
+            .envs(server.env())
+            .stdin(Stdio::null())
+            .stdout(log)
+            .stderr(log_err);
+        server.session = Some(cmd.spawn().map_err(spawn_err)?);
+        server.wait_for(Duration::from_secs(5), &["info", "0"])?;
+        let sink = format!(
+            "{{ factory.name=support.null-audio-sink node.name={PIPEWIRE_SINK} \
+             media.class=Audio/Sink object.linger=true audio.position=[FL FR] audio.rate=48000 }}"
+        );
+        server.wait_for(Duration::from_secs(5), &["create-node", "adapter", &sink])?;
+        // WirePlumber links new streams to sinks it knows of.
+        std::thread::sleep(Duration::from_millis(1500));
+        Ok(server)
+    }
+
+    fn wait_for(&mut self, limit: Duration, args: &[&str]) -> Result<(), Error> {
+        let start = Instant::now();
+        while start.elapsed() < limit {
+            let ok = Command::new("pw-cli")
+                .args(args)
+                .envs(self.env())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .status()
+                .map(|s| s.success())
+                .unwrap_or(false);
+            if ok {
+                return Ok(());
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        Err(Error::NotReady {
+            program: "pipewire",
+            name: self.runtime_dir.display().to_string(),
+            waited: limit,
+            log: std::fs::read_to_string(&self.log_path).unwrap_or_default(),
+        })
+    }
+
+    /// Environment a client needs to reach this server.
+    pub fn env(&self) -> [(&'static str, String); 1] {
+        [("XDG_RUNTIME_DIR", self.runtime_dir.display().to_string())]
+    }
+
+    /// Applies [`PipeWireServer::env`] to a command.
+    pub fn configure<'c>(&self, cmd: &'c mut Command) -> &'c mut Command {
+        cmd.envs(self.env())
+    }
+}
+
+impl Drop for PipeWireServer {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.session.take() {
+            // SAFETY: kill(2) on the process group we created for the child.
+            unsafe {
+                libc::kill(-(child.id() as libc::pid_t), libc::SIGTERM);
+            }
+            let deadline = Instant::now() + Duration::from_secs(3);
+            loop {
+                match child.try_wait() {
+                    Ok(Some(_)) | Err(_) => break,
+                    Ok(None) if Instant::now() > deadline => {
+                        // SAFETY: as above.
+                        unsafe {
+                            libc::kill(-(child.id() as libc::pid_t), libc::SIGKILL);
+                        }
+                        let _ = child.wait();
+                        break;
+                    }
+                    Ok(None) => std::thread::sleep(Duration::from_millis(10)),
+                }
+            }
+        }
+        let _ = std::fs::remove_dir_all(&self.runtime_dir);
+        let _ = std::fs::remove_file(&self.log_path);
+    }
+}

@@ -55,6 +55,10 @@ pub const GAP_THRESHOLD_NS: i64 = 10_000_000;
 /// the stream should be playing (a dead server, a stream cpal gave up on).
 const STALLED_STREAM_NS: i64 = 5_000_000_000;
 
+/// Callbacks after which the stream counts as started even if the host
+/// never reports queued audio (its playback instant = callback instant).
+const STARTUP_CALLBACKS: u64 = 16;
+
 /// The ring between reader and callback holds at least this many callbacks.
 const RING_PERIODS: u64 = 8;
 
@@ -338,6 +342,8 @@ struct Feeder {
     steady: bool,
     /// cpal xruns seen at the previous callback, not yet attached to a gap.
     held_xruns: u64,
+    /// Callbacks so far (for the start-up allowance).
+    callbacks_seen: u64,
     /// Applied at the first callback, then `None`.
     sched: Option<Sched>,
 }
@@ -382,7 +388,8 @@ impl Feeder {
         // After the end of the file the ring runs dry on purpose and the
         // callbacks play silence: nothing to measure.
         let tail = got < want && self.shared.draining.load(Ordering::Relaxed);
-        self.steady |= queued > 0;
+        self.callbacks_seen += 1;
+        self.steady |= queued > 0 || self.callbacks_seen > STARTUP_CALLBACKS;
         if self.steady && !tail {
             self.check_gap(cb);
             self.check_reader(got / self.frame_bytes, frames, pb);
@@ -865,6 +872,7 @@ impl CpalSink {
             next_stall: 0,
             steady: false,
             held_xruns: 0,
+            callbacks_seen: 0,
             sched: Some(Sched {
                 priority: opts.priority,
                 cpus: opts.cpus.as_ref().map(system::cpu_set),
