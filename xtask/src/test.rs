@@ -27,14 +27,21 @@ const PLAYER_FEATURES: &str =
 /// `cargo test` with the suite's features and profile settings.
 fn cargo_test() -> std::process::Command {
     let mut cmd = cargo();
-    cmd.args(["test", "--workspace", "--features", PLAYER_FEATURES])
-        // The pulseaudio crate (cpal's PulseAudio host) zero-fills 1 MiB per
-        // socket read in the thread that runs the data callback. Unoptimised
-        // that alone takes a whole CPU and the host underruns all the time;
-        // optimising only that crate does not help, because debug builds
-        // share generic code (Vec::resize) compiled in other crates. So the
-        // suite is built at opt-level 1 (debug assertions stay on).
-        .env("CARGO_PROFILE_DEV_OPT_LEVEL", "1");
+    // --no-fail-fast: one failing test binary must not hide the others'.
+    cmd.args([
+        "test",
+        "--no-fail-fast",
+        "--workspace",
+        "--features",
+        PLAYER_FEATURES,
+    ])
+    // The pulseaudio crate (cpal's PulseAudio host) zero-fills 1 MiB per
+    // socket read in the thread that runs the data callback. Unoptimised
+    // that alone takes a whole CPU and the host underruns all the time;
+    // optimising only that crate does not help, because debug builds
+    // share generic code (Vec::resize) compiled in other crates. So the
+    // suite is built at opt-level 1 (debug assertions stay on).
+    .env("CARGO_PROFILE_DEV_OPT_LEVEL", "1");
     cmd
 }
 

@@ -436,10 +436,35 @@ fn check_abandon(shared: &Shared, slots: &Slots, p: &Params) -> Result<(), Error
         return Ok(());
     }
     let total = p.total_workers()?;
-    let culprit = (0..total).find_map(|i| match slots.get(i).outcome() {
-        (Stage::Done | Stage::Aborted, _) => None,
-        (stage, errno) => Some((i, stage, errno)),
-    });
+    // Name the root cause, not a victim. A worker still blocked in its
+    // write or read shows its current stage with errno 0; a sender whose
+    // receiver died gets EPIPE/ECONNRESET and a receiver whose senders died
+    // gets end of file, possibly before the failing worker records its own
+    // error. So: a genuine error first, then a consequence, then whoever is
+    // not done.
+    let outcome = |i| slots.get(i).outcome();
+    let is_consequence = |stage, errno| {
+        stage == Stage::ReceiverEof || errno == libc::EPIPE || errno == libc::ECONNRESET
+    };
+    let pick = |accept: &dyn Fn(Stage, i32) -> bool| {
+        (0..total).find_map(|i| match outcome(i) {
+            (stage, errno) if accept(stage, errno) => Some((i, stage, errno)),
+            _ => None,
+        })
+    };
+    let genuine = |stage, errno| errno != 0 && !is_consequence(stage, errno);
+    // The victim may have noticed first: give the cause a moment to record
+    // its own error (it is running or about to), unless all are done.
+    let deadline = std::time::Instant::now() + Duration::from_millis(200);
+    while pick(&genuine).is_none()
+        && shared.remaining.load(Ordering::SeqCst) > 0
+        && std::time::Instant::now() < deadline
+    {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let culprit = pick(&genuine)
+        .or_else(|| pick(&|stage, errno| errno != 0 || stage == Stage::ReceiverEof))
+        .or_else(|| pick(&|stage, _| !matches!(stage, Stage::Done | Stage::Aborted)));
     let (index, stage, errno) = culprit.unwrap_or((0, Stage::Aborted, 0));
     Err(Error::Worker {
         worker: WorkerId::at(index, p.fds, None),
@@ -474,7 +499,8 @@ mod tests {
             Err(Error::Worker { worker, cause }) => {
                 assert_eq!(
                     (worker.group, worker.role, worker.nth),
-                    (0, Role::Receiver, 1)
+                    (0, Role::Receiver, 1),
+                    "{cause:?}"
                 );
                 assert_eq!(
                     cause,
