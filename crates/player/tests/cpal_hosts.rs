@@ -16,7 +16,7 @@ mod common;
 use std::process::Command;
 
 use common::*;
-use xrunbench_schema::player::{ClockSource, EventSource};
+use xrunbench_schema::player::{ClockSource, EventSource, Underrun};
 use xrunbench_schema::PlayerReport;
 use xrunbench_soundserver::{HintedJackPcm, JackConfig, JackServer, HINTED_JACK_PCM};
 
@@ -42,15 +42,33 @@ fn jack() -> JackServer {
 /// Asserts one callback-gap event per stall, within 10 ms of the expected
 /// S − Q − P; prints every figure.
 fn assert_one_gap_per_stall(report: &PlayerReport, host: &str) {
+    assert_one_gap_per_stall_beside(report, host, &[]);
+}
+
+/// As [`assert_one_gap_per_stall`], where events of the `extra` sources
+/// that carry no gap may stand beside the stalls' own (printed, not
+/// counted): JACK's xrun callback is server-wide, and one long stall of a
+/// client's process callback can make the server report more than one.
+fn assert_one_gap_per_stall_beside(report: &PlayerReport, host: &str, extra: &[EventSource]) {
     let period_ms = report.params.period_us as f64 / 1e3;
+    let (beside, events): (Vec<_>, Vec<_>) = report
+        .events
+        .iter()
+        .partition(|e| extra.contains(&e.source) && e.gap_ms == 0.0);
+    for e in &beside {
+        eprintln!(
+            "{host}: beside the stalls: {:?} at {:.3} s",
+            e.source, e.at_s
+        );
+    }
     assert_eq!(
-        report.events.len(),
+        events.len(),
         report.selftest_stalls.len(),
         "{host}: one event per stall expected: {:#?}",
         report.events
     );
     assert_eq!(report.selftest_stalls.len(), 3, "{host}: every stall ran");
-    for (stall, e) in report.selftest_stalls.iter().zip(&report.events) {
+    for (stall, e) in report.selftest_stalls.iter().zip(events) {
         let queued_ms = stall.queued_us.expect("queued audio known") as f64 / 1e3;
         let expected = stall.actual_ms - queued_ms - period_ms;
         eprintln!(
@@ -74,6 +92,22 @@ fn assert_one_gap_per_stall(report: &PlayerReport, host: &str) {
 }
 
 fn assert_clean(report: &PlayerReport, host: &str) {
+    assert_clean_beside(report, host, &[]);
+}
+
+/// As [`assert_clean`], where gapless events of the `extra` sources may
+/// appear (printed, not counted): JACK's xrun callback is server-wide and
+/// also fires while the graph changes (a client activates, ports connect),
+/// when this stream's own timestamps show no gap.
+fn assert_clean_beside(report: &PlayerReport, host: &str, extra: &[EventSource]) {
+    let beside = |e: &&Underrun| extra.contains(&e.source) && e.gap_ms == 0.0;
+    for e in report.events.iter().filter(beside) {
+        eprintln!(
+            "{host}: beside a clean run: {:?} at {:.3} s",
+            e.source, e.at_s
+        );
+    }
+    let events: Vec<&Underrun> = report.events.iter().filter(|e| !beside(e)).collect();
     eprintln!(
         "{host}: clean run: {} events, fill min {} us p50 {} us, lateness p99 {} us, host errors {:?}",
         report.events.len(),
@@ -84,7 +118,11 @@ fn assert_clean(report: &PlayerReport, host: &str) {
     );
     assert_eq!(report.params.backend, "cpal");
     assert_eq!(report.params.underrun_clock, ClockSource::Cpal);
-    assert_eq!(report.events, vec![], "{host}: a clean run has no underrun");
+    assert_eq!(
+        events,
+        Vec::<&Underrun>::new(),
+        "{host}: a clean run has no underrun"
+    );
     assert_eq!(report.frames_written, 96_000);
     assert!(
         report.wall_seconds > 1.9 && report.wall_seconds < 3.0,
@@ -165,7 +203,7 @@ mod jack_host {
         // JACK takes callbacks of its own period only, and floats only.
         assert_eq!(report.params.period_frames, 256);
         assert_eq!(report.params.format, "FLOAT_LE");
-        assert_clean(&report, "cpal jack");
+        assert_clean_beside(&report, "cpal jack", &[EventSource::CpalXrun]);
     }
 
     #[test]
@@ -177,7 +215,7 @@ mod jack_host {
         args.extend(STALLS);
         args.push(wav.0.to_str().unwrap());
         let (_, report) = play(&mut jack_host_player(&server), &args);
-        assert_one_gap_per_stall(&report, "cpal jack");
+        assert_one_gap_per_stall_beside(&report, "cpal jack", &[EventSource::CpalXrun]);
     }
 }
 
