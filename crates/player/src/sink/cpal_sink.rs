@@ -55,9 +55,12 @@ pub const GAP_THRESHOLD_NS: i64 = 10_000_000;
 /// the stream should be playing (a dead server, a stream cpal gave up on).
 const STALLED_STREAM_NS: i64 = 5_000_000_000;
 
-/// Callbacks after which the stream counts as started even if the host
-/// never reports queued audio (its playback instant = callback instant).
-const STARTUP_CALLBACKS: u64 = 16;
+/// Callbacks that belong to the stream starting up: hosts ask for a large
+/// first fill, and PulseAudio reports no latency before its first timing
+/// poll and then adjusts it (a 30 ms gap at 0.15 s was seen on an idle
+/// machine). Gaps and short rings there are not underruns. 32 callbacks
+/// are 0.17 s at JACK's 256 frames, 0.32 s at 10 ms.
+const STARTUP_CALLBACKS: u64 = 32;
 
 /// The ring between reader and callback holds at least this many callbacks.
 const RING_PERIODS: u64 = 8;
@@ -381,15 +384,13 @@ impl Feeder {
         let got = self.audio.pop(&mut out[..want]) / self.frame_bytes * self.frame_bytes;
         out[got..].fill(self.silence);
         self.shared.writer.unpark();
-        // Until the device has held audio once, the stream is starting up
-        // (hosts ask for a large first fill, PulseAudio reports no latency
-        // before its first timing poll): neither gaps nor short rings then
-        // are underruns.
+        // The first STARTUP_CALLBACKS callbacks are the stream starting up:
+        // neither gaps nor short rings then are underruns.
         // After the end of the file the ring runs dry on purpose and the
         // callbacks play silence: nothing to measure.
         let tail = got < want && self.shared.draining.load(Ordering::Relaxed);
         self.callbacks_seen += 1;
-        self.steady |= queued > 0 || self.callbacks_seen > STARTUP_CALLBACKS;
+        self.steady |= self.callbacks_seen > STARTUP_CALLBACKS;
         if self.steady && !tail {
             self.check_gap(cb);
             self.check_reader(got / self.frame_bytes, frames, pb);
