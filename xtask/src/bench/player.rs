@@ -16,6 +16,7 @@ use xrunbench_soundserver::{HintedJackPcm, JackConfig, JackServer, HINTED_JACK_P
 
 use super::stats::{median, wait_with_cost, ChildCost};
 use crate::deps;
+use crate::run::scenario::{SampleFormat, ToneSpec};
 use crate::util::build_release_binaries;
 
 /// Arguments of `cargo xtask bench player`.
@@ -49,29 +50,21 @@ impl Drop for ShmWav {
     }
 }
 
-/// 16-bit stereo 48 kHz, 440 Hz at -6 dBFS: what aplay plays by default.
+/// 16-bit stereo 48 kHz, 440 Hz (the runner's tone writer): what aplay
+/// plays by default.
 fn write_tone(seconds: f64) -> Result<ShmWav> {
-    let path = PathBuf::from(format!(
+    let wav = ShmWav(PathBuf::from(format!(
         "/dev/shm/xrunbench-bench-{}.wav",
         std::process::id()
-    ));
-    let wav = ShmWav(path);
-    let frames = (seconds * 48_000.0) as u32;
-    let mut bytes = Vec::with_capacity(44 + frames as usize * 4);
-    bytes.extend_from_slice(b"RIFF");
-    bytes.extend_from_slice(&(36 + frames * 4).to_le_bytes());
-    bytes.extend_from_slice(b"WAVEfmt ");
-    for v in [16u32, 0x0002_0001, 48_000, 192_000, 0x0010_0004] {
-        bytes.extend_from_slice(&v.to_le_bytes());
-    }
-    bytes.extend_from_slice(b"data");
-    bytes.extend_from_slice(&(frames * 4).to_le_bytes());
-    for i in 0..frames {
-        let x = (i as f64 * 440.0 * std::f64::consts::TAU / 48_000.0).sin() * 16_384.0;
-        let s = (x as i16).to_le_bytes();
-        bytes.extend_from_slice(&[s[0], s[1], s[0], s[1]]);
-    }
-    std::fs::write(&wav.0, bytes).with_context(|| format!("writing {}", wav.0.display()))?;
+    )));
+    let tone = ToneSpec {
+        tone_hz: 440.0,
+        seconds: Some(seconds),
+        rate: 48_000,
+        channels: 2,
+        format: SampleFormat::S16Le,
+    };
+    crate::run::wav::write_tone(&wav.0, &tone)?;
     Ok(wav)
 }
 
