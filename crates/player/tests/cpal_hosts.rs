@@ -63,6 +63,7 @@ fn assert_one_gap_per_stall_beside(report: &PlayerReport, host: &str, extra: &[E
 /// are real silences of the server and stay in the report; the test checks
 /// that each stall gave exactly one event inside its own window (from the
 /// stall's start to its end plus 50 ms) and prints the others.
+#[cfg(feature = "cpal-pulseaudio")]
 fn assert_one_gap_per_stall_with_recovery_gaps(report: &PlayerReport, host: &str) {
     let in_a_window = |e: &&Underrun| {
         report
