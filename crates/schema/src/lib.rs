@@ -4,14 +4,22 @@
 //! (`xrun-player`, `xrun-hackbench`) depend on it and must cross-build for
 //! aarch64 and armv7 without pulling in host-only crates.
 //!
+//! It also holds the small vocabulary every tool shares ([`vocab`]) and the
+//! one atomic document write and UTC formatter ([`doc`]).
+//!
 //! Every document carries a `schema` string (`xrunbench.<tool>/<major>`);
 //! readers check it before trusting anything else in the document.
 
+pub mod doc;
 pub mod hackbench;
 pub mod player;
+pub mod trial;
+pub mod vocab;
 
 pub use hackbench::HackbenchReport;
 pub use player::PlayerReport;
+pub use trial::{TrialRecord, TrialSpec};
+pub use vocab::{Backend, CpalHost, CpuList, Priority, SampleFormat};
 
 /// Summary of a fixed-size histogram of microsecond values.
 ///

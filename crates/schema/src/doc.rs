@@ -1,0 +1,149 @@
+//! Writing and dating documents: one atomic write and one UTC formatter for
+//! every tool (std only, so the board binaries can use them).
+
+use std::fs::{self, File};
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+/// Writes `bytes` to `path` atomically: a temporary file beside it, fsync,
+/// rename, then fsync of the directory. A reader sees the old file or the
+/// whole new one, never half of it; on any failure the temporary file is
+/// removed and the old file (if any) is untouched.
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    let tmp = temp_path_for(path);
+    let written = File::create(&tmp).and_then(|mut f| {
+        f.write_all(bytes)?;
+        f.sync_all()
+    });
+    let renamed = written.and_then(|()| fs::rename(&tmp, path));
+    if let Err(e) = renamed {
+        let _ = fs::remove_file(&tmp);
+        return Err(io::Error::new(
+            e.kind(),
+            format!("writing {}: {e}", path.display()),
+        ));
+    }
+    // The rename is durable only once the directory entry is.
+    if let Ok(d) = File::open(dir) {
+        let _ = d.sync_all();
+    }
+    Ok(())
+}
+
+/// The temporary name [`write_atomic`] uses for `path`: hidden, beside it,
+/// and marked with our pid so a sweep can tell a dead writer's leftovers.
+pub fn temp_path_for(path: &Path) -> PathBuf {
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    path.with_file_name(format!(".{name}.tmp-{}", std::process::id()))
+}
+
+/// `t` as RFC 3339 UTC with whole seconds: `2026-11-30T21:49:32Z`.
+pub fn rfc3339(t: SystemTime) -> String {
+    let c = Civil::of(t);
+    format!(
+        "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}Z",
+        c.year, c.month, c.day, c.hour, c.minute, c.second
+    )
+}
+
+/// `t` as RFC 3339 UTC with milliseconds: `2026-11-30T21:49:32.123Z`.
+pub fn rfc3339_millis(t: SystemTime) -> String {
+    let c = Civil::of(t);
+    format!(
+        "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{:03}Z",
+        c.year, c.month, c.day, c.hour, c.minute, c.second, c.millis
+    )
+}
+
+/// `t` as `YYYYMMDDTHHMMSSZ`: UTC, sorts by time, safe in file names.
+pub fn utc_stamp(t: SystemTime) -> String {
+    let c = Civil::of(t);
+    format!(
+        "{:04}{:02}{:02}T{:02}{:02}{:02}Z",
+        c.year, c.month, c.day, c.hour, c.minute, c.second
+    )
+}
+
+/// UTC calendar fields of an instant.
+struct Civil {
+    year: i64,
+    month: u32,
+    day: u32,
+    hour: u32,
+    minute: u32,
+    second: u32,
+    millis: u32,
+}
+
+impl Civil {
+    /// Howard Hinnant's days-to-civil algorithm: exact for every date,
+    /// without a date crate for one function. Instants before the epoch
+    /// count as the epoch.
+    fn of(t: SystemTime) -> Civil {
+        let since = t.duration_since(UNIX_EPOCH).unwrap_or_default();
+        let secs = i64::try_from(since.as_secs()).unwrap_or(i64::MAX / 2);
+        let days = secs.div_euclid(86_400);
+        let rem = secs.rem_euclid(86_400);
+        let z = days + 719_468;
+        let era = z.div_euclid(146_097);
+        let doe = z - era * 146_097;
+        let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+        let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+        let mp = (5 * doy + 2) / 153;
+        let day = (doy - (153 * mp + 2) / 5 + 1) as u32;
+        let month = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+        Civil {
+            year: yoe + era * 400 + i64::from(month <= 2),
+            month,
+            day,
+            hour: (rem / 3600) as u32,
+            minute: (rem % 3600 / 60) as u32,
+            second: (rem % 60) as u32,
+            millis: since.subsec_millis(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn dates_are_utc_calendar_dates() {
+        let t = UNIX_EPOCH + Duration::from_millis(1_700_000_000_042);
+        assert_eq!(utc_stamp(t), "20231114T221320Z");
+        assert_eq!(rfc3339(t), "2023-11-14T22:13:20Z");
+        assert_eq!(rfc3339_millis(t), "2023-11-14T22:13:20.042Z");
+        let leap = UNIX_EPOCH + Duration::from_secs(951_782_400);
+        assert_eq!(utc_stamp(leap), "20000229T000000Z");
+        assert_eq!(rfc3339(UNIX_EPOCH), "1970-01-01T00:00:00Z");
+    }
+
+    #[test]
+    fn atomic_write_replaces_and_leaves_no_temp_file() {
+        let dir = std::env::temp_dir().join(format!("xrunbench-doc-test-{}", std::process::id()));
+        fs::create_dir_all(&dir).unwrap();
+        let p = dir.join("a.json");
+        write_atomic(&p, b"one").unwrap();
+        write_atomic(&p, b"two").unwrap();
+        assert_eq!(fs::read(&p).unwrap(), b"two");
+        assert_eq!(fs::read_dir(&dir).unwrap().count(), 1);
+        // A destination that cannot be renamed onto (a directory) fails,
+        // names the path, and removes the temporary file.
+        let sub = dir.join("sub");
+        fs::create_dir(&sub).unwrap();
+        let e = write_atomic(&sub, b"x").unwrap_err().to_string();
+        assert!(e.contains("sub"), "{e}");
+        assert!(!temp_path_for(&sub).exists());
+        fs::remove_dir_all(&dir).unwrap();
+    }
+}
