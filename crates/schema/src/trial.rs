@@ -49,6 +49,15 @@ pub struct TrialSpec {
     pub warmup_us: u64,
     /// Audio the player plays, µs.
     pub duration_us: u64,
+    /// Where to write the record: a file, or standard output when absent
+    /// (how the runner reads it back over a pipe or an SSH channel).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub record: Option<PathBuf>,
+    /// Where the player's and the load's logs and reports go while the
+    /// trial runs (kept afterwards for people to read); absent: a private
+    /// temporary directory, removed when the trial ends.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub work_dir: Option<PathBuf>,
 }
 
 /// Identifies a trial within a run.
