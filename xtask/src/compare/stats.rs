@@ -76,8 +76,10 @@ fn sample_stddev(v: &[f64], mean: f64) -> f64 {
 
 /// mmtests' `pndiff` (lower is better): `100 − new·100/base`. 0 vs 0 is
 /// 0 %; against a baseline of 0 the formula's `new·100/0` makes it −∞ when
-/// `new` grew (worse) and +∞ when it fell below 0 (better). `None` only for
-/// a non-finite input.
+/// `new` grew (worse) and +∞ when it fell below 0 (better) — where
+/// mmtests' `Stat.pm` returns a stand-in (−99 from `pndiff`, 100 from
+/// `pdiff`) that reads like a real change. `None` only for a non-finite
+/// input.
 pub fn pndiff(base: f64, new: f64) -> Option<f64> {
     ratio_pct(base, new).map(|r| 100.0 - r)
 }
