@@ -1,46 +1,38 @@
 //! `git bisect run` drives `cargo xtask bisect` for real: a throwaway git
-//! repository whose history turns the player's priority from SCHED_FIFO 80
-//! to SCHED_OTHER under hackbench load (which makes the virtual sink
-//! underrun), with harmless commits around it; bisect must name the commit
-//! that changed the priority. Short trials keep it to about a minute.
+//! repository whose history changes the player build (the `--bin-dir` of
+//! each commit): from one commit on, the player is stopped for 100 ms every
+//! 300 ms — a task the kernel does not run for 100 ms, as a scheduler
+//! regression would do — so its 20 ms buffer runs dry; harmless commits
+//! surround it, and the scenario never changes. Bisect must name that
+//! commit. Short trials keep it to about a minute. Beside it: a baseline of
+//! another scenario aborts the bisection, usage errors abort, and commits
+//! that cannot be tested are skipped.
 
 mod support;
 
-use std::path::Path;
-use std::process::Command;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
 
-fn scenario(priority: &str, note: &str) -> String {
-    // The bad commits also shrink the buffer: on a quiet machine a
-    // SCHED_OTHER player with 20 ms of headroom often gets through a short
-    // trial under this load unharmed, and the test needs a commit that is
-    // bad in every trial; with 2 ms only real-time priority keeps up.
-    let (buffer, period) = if priority.starts_with("fifo") {
-        ("20ms", "5ms")
-    } else {
-        ("2ms", "500us")
-    };
-    format!(
-        r#"# {note}
-name = "bisect-test"
+/// The experiment, the same at every commit.
+const SCENARIO: &str = r#"name = "bisect-test"
 trials = 6
 duration = "2s"
 warmup = "500ms"
 
 [audio]
-generate = {{ tone_hz = 440, seconds = 2, rate = 48000, channels = 2, format = "S16_LE" }}
+generate = { tone_hz = 440, seconds = 2, rate = 48000, channels = 2, format = "S16_LE" }
 backend = "virtual"
-buffer_time = "{buffer}"
-period_time = "{period}"
-priority = "{priority}"
+buffer_time = "20ms"
+period_time = "5ms"
+priority = "fifo:80"
 
 [load]
-hackbench = {{ groups = 10 }}
+hackbench = { groups = 2 }
 
 [[config]]
 name = "player"
-"#
-    )
-}
+"#;
 
 fn git(repo: &Path, args: &[&str]) -> String {
     let o = Command::new("git")
@@ -57,49 +49,72 @@ fn git(repo: &Path, args: &[&str]) -> String {
     String::from_utf8_lossy(&o.stdout).trim().to_string()
 }
 
-fn commit(repo: &Path, priority: &str, note: &str) -> String {
-    std::fs::write(repo.join("scenario.toml"), scenario(priority, note)).unwrap();
-    git(repo, &["add", "scenario.toml"]);
+fn write_script(path: &Path, body: &str) {
+    std::fs::write(path, format!("#!/bin/sh\n{body}")).unwrap();
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).unwrap();
+}
+
+/// The board binaries of a commit: the real ones, or (`stalls`) a player
+/// that is stopped for 100 ms every 300 ms while it plays.
+fn builds(repo: &Path, real: &Path, stalls: bool) {
+    let bin = repo.join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let quoted = |name: &str| format!("'{}'", real.join(name).display());
+    write_script(
+        &bin.join("xrun-hackbench"),
+        &format!("exec {} \"$@\"\n", quoted("xrun-hackbench")),
+    );
+    let player = if stalls {
+        format!(
+            r#"{} "$@" &
+player=$!
+(
+    while sleep 0.3; do
+        kill -STOP "$player" 2>/dev/null || exit 0
+        sleep 0.1
+        kill -CONT "$player" 2>/dev/null || exit 0
+    done
+) &
+stopper=$!
+wait "$player"
+status=$?
+kill "$stopper" 2>/dev/null
+exit "$status"
+"#,
+            quoted("xrun-player")
+        )
+    } else {
+        format!("exec {} \"$@\"\n", quoted("xrun-player"))
+    };
+    write_script(&bin.join("xrun-player"), &player);
+}
+
+fn commit(repo: &Path, note: &str) -> String {
+    std::fs::write(repo.join("NOTES"), note).unwrap();
+    git(repo, &["add", "-A"]);
     git(repo, &["commit", "-q", "-m", note]);
     git(repo, &["rev-parse", "HEAD"])
 }
 
-#[test]
-fn git_bisect_run_names_the_commit_that_dropped_the_rt_priority() {
-    if Command::new("git").arg("--version").output().is_err() {
-        eprintln!("skipped: git is not installed");
-        return;
-    }
-    // XRUNBENCH_BIN_DIR: prebuilt board binaries (e.g. while the player
-    // crate is mid-change in a shared tree); else build them as the runner's
-    // tests do.
-    let bins = std::env::var_os("XRUNBENCH_BIN_DIR")
-        .map(std::path::PathBuf::from)
-        .unwrap_or_else(support::bin_dir);
-    let xtask = env!("CARGO_BIN_EXE_xtask");
-    let tmp = tempfile::tempdir().unwrap();
-    let repo = tmp.path().join("repo");
-    let results = tmp.path().join("results");
-    std::fs::create_dir(&repo).unwrap();
-    git(&repo, &["init", "-q"]);
-    let good = commit(&repo, "fifo:80", "start: real-time player");
-    commit(&repo, "fifo:80", "tweak a comment");
-    let culprit = commit(
-        &repo,
-        "other",
-        "drop the player's real-time priority, shrink its buffer",
-    );
-    commit(&repo, "other", "another comment");
-    let bad = commit(&repo, "other", "and another");
+/// Release xrun-player and xrun-hackbench. XRUNBENCH_BIN_DIR: prebuilt
+/// ones (e.g. while the player crate is mid-change in a shared tree); else
+/// built as the runner's tests do.
+fn real_bins() -> PathBuf {
+    std::env::var_os("XRUNBENCH_BIN_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(support::bin_dir)
+}
 
-    // The baseline: trials at the good commit.
-    git(&repo, &["checkout", "-q", &good]);
-    let run = Command::new(xtask)
-        .current_dir(&repo)
-        .args(["run", "scenario.toml", "--results-dir"])
-        .arg(&results)
+/// `cargo xtask run` of `scenario`; the run directory it wrote.
+fn record_baseline(scenario: &Path, results: &Path, bins: &Path) -> PathBuf {
+    let run = Command::new(env!("CARGO_BIN_EXE_xtask"))
+        .current_dir(scenario.parent().unwrap())
+        .arg("run")
+        .arg(scenario.file_name().unwrap())
+        .arg("--results-dir")
+        .arg(results)
         .arg("--bin-dir")
-        .arg(&bins)
+        .arg(bins)
         .output()
         .unwrap();
     assert!(
@@ -107,12 +122,46 @@ fn git_bisect_run_names_the_commit_that_dropped_the_rt_priority() {
         "baseline run: {}",
         String::from_utf8_lossy(&run.stderr)
     );
-    let baseline = std::fs::read_dir(results.join("bisect-test"))
+    let name_line = std::fs::read_to_string(scenario).unwrap();
+    let name = name_line
+        .lines()
+        .find_map(|l| l.strip_prefix("name = \""))
+        .and_then(|l| l.strip_suffix('"'))
+        .unwrap()
+        .to_string();
+    std::fs::read_dir(results.join(name))
         .unwrap()
         .flatten()
         .map(|e| e.path())
         .find(|p| p.join("trials").is_dir())
-        .expect("baseline run directory");
+        .expect("baseline run directory")
+}
+
+#[test]
+fn git_bisect_run_names_the_commit_that_stalls_the_player() {
+    if Command::new("git").arg("--version").output().is_err() {
+        eprintln!("skipped: git is not installed");
+        return;
+    }
+    let real = real_bins();
+    let xtask = env!("CARGO_BIN_EXE_xtask");
+    let tmp = tempfile::tempdir().unwrap();
+    let repo = tmp.path().join("repo");
+    let results = tmp.path().join("results");
+    std::fs::create_dir(&repo).unwrap();
+    git(&repo, &["init", "-q"]);
+    std::fs::write(repo.join("scenario.toml"), SCENARIO).unwrap();
+    builds(&repo, &real, false);
+    let good = commit(&repo, "start: the player as built");
+    commit(&repo, "tweak a comment");
+    builds(&repo, &real, true);
+    let culprit = commit(&repo, "player: stopped for 100 ms every 300 ms");
+    commit(&repo, "another comment");
+    let bad = commit(&repo, "and another");
+
+    // The baseline: trials at the good commit.
+    git(&repo, &["checkout", "-q", &good]);
+    let baseline = record_baseline(&repo.join("scenario.toml"), &results, &repo.join("bin"));
     git(&repo, &["checkout", "-q", &bad]);
     git(&repo, &["bisect", "start", &bad, &good]);
     let out = Command::new("git")
@@ -129,7 +178,7 @@ fn git_bisect_run_names_the_commit_that_dropped_the_rt_priority() {
         .arg("--results-dir")
         .arg(&results)
         .arg("--bin-dir")
-        .arg(&bins)
+        .arg(repo.join("bin"))
         .args(["--max-trials", "6"])
         .output()
         .unwrap();
@@ -149,6 +198,127 @@ fn git_bisect_run_names_the_commit_that_dropped_the_rt_priority() {
     assert!(
         stdout.contains("bisect: trial 1/6: underruns/min"),
         "{stdout}"
+    );
+}
+
+/// A short experiment without load, for the baseline checks.
+const QUICK: &str = r#"name = "quick"
+trials = 2
+duration = "300ms"
+warmup = "0s"
+
+[audio]
+generate = { tone_hz = 440, seconds = 1 }
+backend = "virtual"
+buffer_time = "100ms"
+period_time = "25ms"
+
+[[config]]
+name = "player"
+"#;
+
+fn bisect(scenario: &Path, baseline: &Path, results: &Path, bins: &Path) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_xtask"))
+        .arg("bisect")
+        .arg(scenario)
+        .arg("--baseline")
+        .arg(baseline)
+        .arg("--results-dir")
+        .arg(results)
+        .arg("--bin-dir")
+        .arg(bins)
+        .args(["--max-trials", "1"])
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn a_baseline_of_another_scenario_aborts_the_bisection() {
+    let bins = real_bins();
+    let tmp = tempfile::tempdir().unwrap();
+    let results = tmp.path().join("results");
+    std::fs::create_dir(tmp.path().join("good")).unwrap();
+    let recorded = tmp.path().join("good/quick.toml");
+    std::fs::write(&recorded, QUICK).unwrap();
+    let baseline = record_baseline(&recorded, &results, &bins);
+
+    // Another experiment: refused before any trial, in one line naming
+    // what differs, with an exit status that aborts `git bisect run`.
+    for (from, to, differs) in [
+        ("duration = \"300ms\"", "duration = \"400ms\"", "duration"),
+        ("warmup = \"0s\"", "warmup = \"100ms\"", "warmup"),
+        (
+            "buffer_time = \"100ms\"",
+            "buffer_time = \"200ms\"",
+            "audio.buffer_time",
+        ),
+        ("tone_hz = 440", "tone_hz = 880", "audio.source"),
+        (
+            "[[config]]",
+            "[load]\nhackbench = { groups = 1 }\n\n[[config]]",
+            "load",
+        ),
+        (
+            "name = \"player\"",
+            "name = \"player\"\nsysctl = { \"kernel.sched_autogroup_enabled\" = 0 }",
+            "knobs",
+        ),
+    ] {
+        let other = tmp.path().join("other.toml");
+        std::fs::write(&other, QUICK.replace(from, to)).unwrap();
+        let o = bisect(&other, &baseline, &results, &bins);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(128), "{to}: {err}");
+        assert_eq!(err.lines().count(), 1, "{err}");
+        assert!(
+            err.contains("the baseline ran a different scenario")
+                && err.ends_with(&format!(
+                    "it differs in {differs}; record a baseline with this scenario\n"
+                )),
+            "{err}"
+        );
+        assert!(
+            String::from_utf8_lossy(&o.stdout).is_empty(),
+            "no trial ran"
+        );
+    }
+
+    // The same experiment under other names, from another file in another
+    // directory, with another trial count: tested (0 or 1), not refused.
+    std::fs::create_dir(tmp.path().join("elsewhere")).unwrap();
+    let same = tmp.path().join("elsewhere/renamed.toml");
+    let renamed = QUICK
+        .replace(
+            "name = \"quick\"",
+            "name = \"quick-renamed\"\ndescription = \"same thing\"",
+        )
+        .replace("trials = 2", "trials = 9")
+        .replace("name = \"player\"", "name = \"aplay-like\"");
+    std::fs::write(&same, renamed).unwrap();
+    let o = bisect(&same, &baseline, &results, &bins);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(matches!(o.status.code(), Some(0 | 1)), "{err}");
+    assert!(
+        String::from_utf8_lossy(&o.stdout).contains("bisect: trial 1/1"),
+        "{err}"
+    );
+
+    // A baseline that does not say what it ran cannot be checked: refused.
+    let bare = tmp.path().join("bare");
+    std::fs::create_dir_all(bare.join("trials")).unwrap();
+    for entry in std::fs::read_dir(baseline.join("trials"))
+        .unwrap()
+        .flatten()
+    {
+        std::fs::copy(entry.path(), bare.join("trials").join(entry.file_name())).unwrap();
+    }
+    let o = bisect(&recorded, &bare, &results, &bins);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(128), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.contains("run.json") && err.contains("records its scenario"),
+        "{err}"
     );
 }
 
@@ -175,24 +345,15 @@ fn usage_errors_abort_the_bisection_and_bad_scenarios_skip() {
         String::from_utf8_lossy(&o.stderr)
     );
 
-    // A kernel this machine does not run: skip (125), no trial run.
-    let base = tmp.path().join("base");
-    std::fs::create_dir_all(base.join("trials")).unwrap();
-    let template = std::fs::read_to_string(
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden/trial-template.json"),
-    )
-    .unwrap();
-    for k in 1..=2 {
-        let mut v: serde_json::Value = serde_json::from_str(&template).unwrap();
-        v["config"] = "player".into();
-        v["k"] = k.into();
-        std::fs::write(
-            base.join("trials").join(format!("player-{k}.json")),
-            v.to_string(),
-        )
-        .unwrap();
-    }
-    let text = scenario("fifo:80", "other kernel").replace(
+    // A kernel this machine does not run: skip (125), no trial run. The
+    // kernel a configuration expects is not part of the experiment, so the
+    // baseline is accepted first.
+    let bins = real_bins();
+    std::fs::create_dir(tmp.path().join("good")).unwrap();
+    let recorded = tmp.path().join("good/quick.toml");
+    std::fs::write(&recorded, QUICK).unwrap();
+    let base = record_baseline(&recorded, &tmp.path().join("results"), &bins);
+    let text = QUICK.replace(
         "name = \"player\"",
         "name = \"player\"\nkernel = \"0.0.0-not-this-one\"",
     );

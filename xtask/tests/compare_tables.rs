@@ -1,6 +1,8 @@
 //! `cargo xtask compare` on synthetic run directories: table layout goldens
-//! for 2, 3 and 5 configurations, the other formats, and the awkward data
-//! (all-zero underruns, ties, zero variance, n = 1) without NaN or panic.
+//! for 2, 3 and 5 configurations, the other formats, the zero-baseline
+//! goldens (0 -> x, x -> 0, 0 -> 0) in all four formats, and the awkward
+//! data (all-zero underruns, ties, zero variance, n = 1) without NaN or
+//! panic.
 //!
 //! Goldens live in tests/golden/; regenerate with `UPDATE_GOLDEN=1`.
 
@@ -53,6 +55,18 @@ fn template() -> Value {
 
 /// Writes a run directory with `configs` (name, trials) in `root`.
 fn run_dir(root: &Path, name: &str, label: Option<&str>, configs: &[(&str, Vec<T>)]) -> PathBuf {
+    run_dir_with(root, name, label, configs, |_| {})
+}
+
+/// [`run_dir`], with `edit` applied to every trial record before it is
+/// written.
+fn run_dir_with(
+    root: &Path,
+    name: &str,
+    label: Option<&str>,
+    configs: &[(&str, Vec<T>)],
+    edit: impl Fn(&mut Value),
+) -> PathBuf {
     let dir = root.join(name);
     std::fs::create_dir_all(dir.join("trials")).unwrap();
     let manifest = json!({
@@ -69,7 +83,8 @@ fn run_dir(root: &Path, name: &str, label: Option<&str>, configs: &[(&str, Vec<T
     for (config, trials) in configs {
         for (i, t) in trials.iter().enumerate() {
             let k = i as u32 + 1;
-            let v = record(config, k, t);
+            let mut v = record(config, k, t);
+            edit(&mut v);
             std::fs::write(
                 dir.join("trials").join(format!("{config}-{k}.json")),
                 serde_json::to_string_pretty(&v).unwrap(),
@@ -145,13 +160,34 @@ fn assert_mail_safe(text: &str, max: usize) {
     for l in text.lines() {
         assert!(l.len() <= max, "line of {} > {max}: `{l}`", l.len());
     }
-    assert!(!has_non_finite(text), "NaN or inf in:\n{text}");
+    assert_finite_except_percent(text, "-inf%", "+inf%");
+}
+
+/// No NaN anywhere, and an infinity only as a percent against a zero
+/// baseline, spelled `minus` / `plus` (`-inf%` / `+inf%` in the table and
+/// Markdown, `-inf` / `+inf` in CSV, nothing in JSON).
+fn assert_finite_except_percent(text: &str, minus: &str, plus: &str) {
+    let rest = if minus.is_empty() {
+        text.to_string()
+    } else {
+        text.replace(minus, " ").replace(plus, " ")
+    };
+    assert!(!has_non_finite(&rest), "NaN or inf in:\n{text}");
 }
 
 /// Whether a word of the output is NaN or an infinity (`minfill` is fine).
 fn has_non_finite(text: &str) -> bool {
     text.split(|c: char| !c.is_ascii_alphanumeric())
         .any(|w| matches!(w.to_ascii_lowercase().as_str(), "nan" | "inf" | "infinity"))
+}
+
+/// How each format spells the infinities it may show.
+fn infinities(format: &str) -> (&'static str, &'static str) {
+    match format {
+        "text" | "markdown" => ("-inf%", "+inf%"),
+        "csv" => (",-inf,", ",+inf,"),
+        _ => ("", ""),
+    }
 }
 
 const NAMES: [&str; 5] = ["baseline", "patched", "nobuddy", "fifo-80", "pinned-cpu0"];
@@ -253,7 +289,8 @@ fn all_zero_ties_zero_variance_and_single_trials() {
                 "--significance",
                 sig,
             ]));
-            assert!(!has_non_finite(&out), "{sig}/{fmt}: NaN or inf in:\n{out}");
+            let (minus, plus) = infinities(fmt);
+            assert_finite_except_percent(&out, minus, plus);
         }
     }
     let text = stdout(&xtask(&["compare", dir.to_str().unwrap()]));
@@ -264,9 +301,240 @@ fn all_zero_ties_zero_variance_and_single_trials() {
         .find(|l| l.starts_with("Amean    underruns/min"))
         .unwrap();
     assert_eq!(row.matches("0.00%").count(), 2, "{row}");
-    // 0 vs something is undefined.
-    assert!(text.contains("n/a"), "{text}");
+    // 0 vs something is the formula's -inf %, never `n/a`.
+    let block = text.split("\n\n").nth(1).unwrap();
+    let row = block
+        .lines()
+        .find(|l| l.starts_with("Amean    underruns/min"))
+        .unwrap();
+    assert!(row.ends_with("(   -inf%)"), "{row}");
     assert!(!text.contains('*') || text.contains("*x%*"), "{text}");
+}
+
+/// mmtests' rule where it has no interval or a zero one: one trial gives no
+/// mark; with both spreads 0 the raw difference decides (> 1 in the
+/// metric's units), and the CSV score is that difference, not 1e300.
+#[test]
+fn mmtests_ci_without_an_interval() {
+    let tmp = tempfile::tempdir().unwrap();
+    let flat = |underruns| T {
+        underruns,
+        gap_ms: 10.0,
+        min_fill_us: 10_000,
+        p1_fill_us: 14_000,
+        p99_late_us: 150,
+        round_us: 1_000_000,
+        cpu_ms: 80.0,
+    };
+    let dir = run_dir(
+        tmp.path(),
+        "ci",
+        None,
+        &[
+            ("zero", vec![flat(0); 4]),
+            ("one-each", vec![flat(1); 4]),
+            ("single", vec![flat(3)]),
+        ],
+    );
+    let d = dir.to_str().unwrap();
+    let text = stdout(&xtask(&["compare", d, "--significance", "mmtests-ci"]));
+    assert_mail_safe(&text, 80);
+    let rows: Vec<&str> = text
+        .lines()
+        .filter(|l| l.starts_with("Amean    underruns/min"))
+        .collect();
+    // 0 -> 6 per minute with both stddevs 0: |6| > 1, marked.
+    assert!(rows[0].ends_with("*   -inf%*"), "{text}");
+    // One trial: no interval, no mark, although 0 -> 18 per minute.
+    assert!(rows[1].ends_with("(   -inf%)"), "{text}");
+    // cpu: 8.00 against 8.00, both constant: no mark.
+    let cpu = text
+        .lines()
+        .find(|l| l.starts_with("Amean    cpu-ms/audio-s"))
+        .unwrap();
+    assert!(!cpu.contains('*'), "{cpu}");
+    let csv = stdout(&xtask(&[
+        "compare",
+        d,
+        "--significance",
+        "mmtests-ci",
+        "--format",
+        "csv",
+    ]));
+    let line = |column: &str| {
+        csv.lines()
+            .find(|l| l.starts_with(&format!("Amean,underruns/min,{column},")))
+            .unwrap()
+            .to_string()
+    };
+    assert_eq!(
+        line("one-each"),
+        "Amean,underruns/min,one-each,6,-inf,true,6"
+    );
+    assert_eq!(line("single"), "Amean,underruns/min,single,18,-inf,,");
+    assert!(
+        csv.lines().all(|l| l.len() < 120),
+        "no runaway number:\n{csv}"
+    );
+}
+
+/// The bisect result an LKML mail is about: the good kernel had no
+/// underruns, the bad one has some (and its buffer ran dry: minimum fill
+/// 0). `regression` puts the good one first, `fix` the bad one: between
+/// them every case of a zero on either side, in both metric directions.
+fn zero_baseline_run(root: &Path, name: &str, order: [&str; 2]) -> PathBuf {
+    let good = |k: u64| T {
+        underruns: 0,
+        gap_ms: 0.0,
+        min_fill_us: 9000 + 150 * k,
+        p1_fill_us: 14_000 - 40 * k,
+        p99_late_us: 0,
+        round_us: 0,
+        cpu_ms: 70.0 + k as f64,
+    };
+    let bad = |k: u64| {
+        let underruns = [0, 4, 5, 6, 7, 8][k as usize];
+        T {
+            underruns,
+            gap_ms: 9.0 + k as f64,
+            min_fill_us: if underruns > 0 { 0 } else { 7000 },
+            p1_fill_us: 6000 + 300 * k,
+            p99_late_us: 0,
+            round_us: 0,
+            cpu_ms: 72.0 + k as f64,
+        }
+    };
+    let trials = |f: &dyn Fn(u64) -> T| (0..6).map(f).collect::<Vec<T>>();
+    let configs: Vec<(&str, Vec<T>)> = order
+        .iter()
+        .map(|&c| {
+            (
+                c,
+                if c == "good" {
+                    trials(&good)
+                } else {
+                    trials(&bad)
+                },
+            )
+        })
+        .collect();
+    // No load and no lateness histogram: a table of the six metrics the
+    // cases need keeps the goldens readable.
+    run_dir_with(root, name, None, &configs, |v| {
+        v["load"] = Value::Null;
+        v["player"]["lateness"]["count"] = json!(0);
+    })
+}
+
+/// Every format of one zero-baseline table, checked against its goldens.
+fn zero_goldens(name: &str, dir: &Path) -> [String; 4] {
+    let d = dir.to_str().unwrap();
+    ["text", "markdown", "csv", "json"].map(|fmt| {
+        let out = stdout(&xtask(&["compare", d, "--format", fmt]));
+        let ext = match fmt {
+            "text" => "txt",
+            "markdown" => "md",
+            other => other,
+        };
+        check_golden(&format!("{name}.{ext}"), &out);
+        let (minus, plus) = infinities(fmt);
+        assert_finite_except_percent(&out, minus, plus);
+        out
+    })
+}
+
+fn json_cell<'a>(js: &'a Value, stat: &str, metric: &str, col: usize) -> &'a Value {
+    let row = js["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["stat"] == stat && r["metric"] == metric)
+        .unwrap_or_else(|| panic!("no row {stat} {metric}"));
+    &row["cells"][col]
+}
+
+fn text_row<'a>(text: &'a str, label: &str) -> &'a str {
+    text.lines()
+        .find(|l| l.starts_with(label))
+        .unwrap_or_else(|| panic!("no row `{label}` in:\n{text}"))
+}
+
+#[test]
+fn zero_baseline_regression_is_minus_infinity_in_every_format() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = zero_baseline_run(tmp.path(), "regression", ["good", "bad"]);
+    let [text, md, csv, json] = zero_goldens("compare-zero-regression", &dir);
+    assert_mail_safe(&text, 80);
+    // 0 -> x, lower is better: -inf %, significant, in the usual width.
+    let amean = text_row(&text, "Amean    underruns/min");
+    assert!(
+        amean.ends_with(" 0.00 (   0.00%)           30.00 *   -inf%*"),
+        "{amean}"
+    );
+    assert_eq!(
+        amean.len(),
+        text_row(&text, "Amean    cpu-ms/audio-s").len()
+    );
+    // 0 -> 0 (one bad trial had none): 0.00 %.
+    let min = text_row(&text, "Min      underruns/min");
+    assert_eq!(min.matches("0.00 (   0.00%)").count(), 2, "{min}");
+    // x -> 0, higher is better: the buffer ran dry, -100 %.
+    assert!(text_row(&text, "Min      minfill-ms").ends_with("(-100.00%)"));
+    assert!(text.contains("the formula gives -inf%"), "{text}");
+
+    assert!(
+        md.contains("| Amean | underruns/min | 0.00 (0.00%) | 30.00 (**-inf%**) |"),
+        "{md}"
+    );
+    assert!(
+        csv.lines()
+            .any(|l| l.starts_with("Amean,underruns/min,bad,30,-inf,true,")),
+        "{csv}"
+    );
+    let js: Value = serde_json::from_str(&json).unwrap();
+    let cell = json_cell(&js, "Amean", "underruns", 1);
+    assert_eq!(cell["percent"], Value::Null, "{cell}");
+    assert_eq!(cell["direction"], "worse");
+    assert_eq!(cell["test"]["significant"], true);
+    let cell = json_cell(&js, "Min", "underruns", 1);
+    assert_eq!(
+        (cell["percent"].as_f64(), &cell["direction"]),
+        (Some(0.0), &json!("same"))
+    );
+    let cell = json_cell(&js, "Min", "min-fill", 1);
+    assert_eq!(
+        (cell["percent"].as_f64(), &cell["direction"]),
+        (Some(-100.0), &json!("worse"))
+    );
+}
+
+#[test]
+fn zero_baseline_fix_is_plus_infinity_or_100_percent_in_every_format() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = zero_baseline_run(tmp.path(), "fix", ["bad", "good"]);
+    let [text, md, csv, json] = zero_goldens("compare-zero-fix", &dir);
+    assert_mail_safe(&text, 80);
+    // x -> 0, lower is better: 100 %, significant.
+    assert!(text_row(&text, "Amean    underruns/min").ends_with("0.00 * 100.00%*"));
+    // 0 -> x, higher is better: the worst fill of the bad kernel was 0.
+    assert!(text_row(&text, "Min      minfill-ms").ends_with("(   +inf%)"));
+    assert!(md.contains("(+inf%)"), "{md}");
+    assert!(
+        csv.lines()
+            .any(|l| l.starts_with("Min,minfill-ms,good,9,+inf,,")),
+        "{csv}"
+    );
+    let js: Value = serde_json::from_str(&json).unwrap();
+    let cell = json_cell(&js, "Min", "min-fill", 1);
+    assert_eq!(
+        (&cell["percent"], &cell["direction"]),
+        (&Value::Null, &json!("better"))
+    );
+    let cell = json_cell(&js, "Amean", "underruns", 1);
+    assert_eq!(
+        (cell["percent"].as_f64(), &cell["direction"]),
+        (Some(100.0), &json!("better"))
+    );
 }
 
 #[test]

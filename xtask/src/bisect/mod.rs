@@ -9,7 +9,7 @@
 //! | 0 | good: no regression beyond the threshold |
 //! | 1 | bad: regression beyond the threshold |
 //! | 125 | could not test this commit: the scenario does not load or does not fit this machine (kernel mismatch, device or knob missing), the build or a trial failed |
-//! | 128 | usage error or unusable baseline: aborts the whole bisection (it would fail on every commit) |
+//! | 128 | usage error or unusable baseline (unreadable, too few trials, or a run of another scenario): aborts the whole bisection (it would fail on every commit) |
 //! | 130 | interrupted (SIGINT/SIGTERM): aborts the bisection |
 //!
 //! A measurement never exits ≥ 128.
@@ -114,7 +114,9 @@ fn step(args: &BisectArgs) -> Result<u8, Stop> {
     let base = RunDir::load(&args.baseline).map_err(|e| abort(e.0))?;
     let (file, scenario) = scenario::load(&args.scenario).map_err(|e| skip(e.0))?;
     let config = pick_config(args, &scenario)?;
-    let baseline = baseline_values(args, &base, &config)?;
+    let base_config = baseline_config(args, &base, &config)?;
+    check_same_scenario(args, &base, &base_config, &scenario, &config)?;
+    let baseline = baseline_values(args, &base, &base_config)?;
     let checked = validate::check_system(
         scenario,
         std::slice::from_ref(&config),
@@ -228,21 +230,85 @@ fn pick_config(args: &BisectArgs, s: &scenario::Scenario) -> Result<String, Stop
     }
 }
 
-fn baseline_values(args: &BisectArgs, base: &RunDir, config: &str) -> Result<Vec<f64>, Stop> {
-    let name = match &args.baseline_config {
-        Some(c) => c.clone(),
-        None if base.configs.iter().any(|c| c == config) => config.to_string(),
-        None if base.configs.len() == 1 => base.configs[0].clone(),
-        None => {
-            return Err(abort(format!(
-                "{}: no configuration `{config}` (have: {}): say which with --baseline-config",
-                base.path.display(),
-                base.configs.join(", ")
-            )))
-        }
+/// The baseline's configuration to compare with.
+fn baseline_config(args: &BisectArgs, base: &RunDir, config: &str) -> Result<String, Stop> {
+    match &args.baseline_config {
+        Some(c) => Ok(c.clone()),
+        None if base.configs.iter().any(|c| c == config) => Ok(config.to_string()),
+        None if base.configs.len() == 1 => Ok(base.configs[0].clone()),
+        None => Err(abort(format!(
+            "{}: no configuration `{config}` (have: {}): say which with --baseline-config",
+            base.path.display(),
+            base.configs.join(", ")
+        ))),
+    }
+}
+
+/// Refuses a baseline that ran another experiment: its configuration's
+/// [`scenario::ScenarioFingerprint`], from the scenario its `run.json`
+/// recorded, must equal this one's. Deciding against it would compare
+/// apples with oranges on every commit, so this aborts the bisection.
+fn check_same_scenario(
+    args: &BisectArgs,
+    base: &RunDir,
+    base_config: &str,
+    scenario: &scenario::Scenario,
+    config: &str,
+) -> Result<(), Stop> {
+    let manifest = base.path.join("run.json");
+    let recorded = recorded_scenario(&manifest)?;
+    let Some(theirs) = recorded.fingerprint(base_config) else {
+        return Err(abort(format!(
+            "{}: its scenario has no configuration `{base_config}`: cannot check that the \
+             baseline ran the same scenario",
+            manifest.display()
+        )));
     };
+    let ours = scenario.fingerprint(config).ok_or_else(|| {
+        abort(format!(
+            "{}: no configuration `{config}`",
+            args.scenario.display()
+        ))
+    })?;
+    let differ = theirs.differences(&ours);
+    if differ.is_empty() {
+        return Ok(());
+    }
+    Err(abort(format!(
+        "{}: the baseline ran a different scenario than {} `{config}`: it differs in {}; \
+         record a baseline with this scenario",
+        base.path.display(),
+        args.scenario.display(),
+        differ.join(", "),
+    )))
+}
+
+/// The resolved scenario a run directory's `run.json` recorded.
+fn recorded_scenario(manifest: &std::path::Path) -> Result<scenario::Scenario, Stop> {
+    #[derive(serde::Deserialize)]
+    struct Recorded {
+        scenario: scenario::Scenario,
+    }
+    let text = std::fs::read_to_string(manifest).map_err(|e| {
+        abort(format!(
+            "{}: cannot read it ({e}): the baseline must be a run directory of \
+             `cargo xtask run`, which records its scenario there",
+            manifest.display()
+        ))
+    })?;
+    serde_json::from_str::<Recorded>(&text)
+        .map(|r| r.scenario)
+        .map_err(|e| {
+            abort(format!(
+                "{}: expected the scenario the baseline ran (xrunbench.run/1): {e}",
+                manifest.display()
+            ))
+        })
+}
+
+fn baseline_values(args: &BisectArgs, base: &RunDir, name: &str) -> Result<Vec<f64>, Stop> {
     let values: Vec<f64> = base
-        .trials_of(&name)
+        .trials_of(name)
         .iter()
         .filter_map(|t| args.metric.of(t))
         .collect();

@@ -3,7 +3,9 @@
 //! as mmtests prints them, Mann–Whitney U (exact or normal), Welch's t, and
 //! mmtests' confidence-interval rule.
 //!
-//! Nothing here returns NaN: an undefined figure is `None`.
+//! Nothing here returns NaN: an undefined figure is `None`. The percent
+//! differences may be infinite: that is what mmtests' formulas give against
+//! a baseline of 0, and the tables print it as `-inf%` / `+inf%`.
 
 use serde::Serialize;
 
@@ -73,23 +75,32 @@ fn sample_stddev(v: &[f64], mean: f64) -> f64 {
 }
 
 /// mmtests' `pndiff` (lower is better): `100 − new·100/base`. 0 vs 0 is
-/// 0 %; anything else against a zero baseline is undefined (`None`).
+/// 0 %; against a baseline of 0 the formula's `new·100/0` makes it −∞ when
+/// `new` grew (worse) and +∞ when it fell below 0 (better) — where
+/// mmtests' `Stat.pm` returns a stand-in (−99 from `pndiff`, 100 from
+/// `pdiff`) that reads like a real change. `None` only for a non-finite
+/// input.
 pub fn pndiff(base: f64, new: f64) -> Option<f64> {
     ratio_pct(base, new).map(|r| 100.0 - r)
 }
 
 /// mmtests' `pdiff` (higher is better): `new·100/base − 100`, with the same
-/// zero rules as [`pndiff`].
+/// zero rules as [`pndiff`] (so +∞ when a zero baseline grew).
 pub fn pdiff(base: f64, new: f64) -> Option<f64> {
     ratio_pct(base, new).map(|r| r - 100.0)
 }
 
+/// `new·100/base`; 100 when they are equal (0 vs 0 included), ±∞ with the
+/// sign of `new` against a zero baseline.
 fn ratio_pct(base: f64, new: f64) -> Option<f64> {
+    if !base.is_finite() || !new.is_finite() {
+        return None;
+    }
     if base == new {
         return Some(100.0);
     }
-    if base == 0.0 || !base.is_finite() || !new.is_finite() {
-        return None;
+    if base == 0.0 {
+        return Some(new.signum() * f64::INFINITY);
     }
     Some(new * 100.0 / base)
 }
@@ -455,22 +466,23 @@ fn ln_gamma(x: f64) -> f64 {
 /// z for a two-sided 95 % normal interval (R's `qnorm(0.975)`).
 pub const Z_975: f64 = 1.959_963_984_540_054;
 
-/// mmtests' interval rule (commit 8cd087ae): each side's interval is
-/// mean ± 1.96·stddev — *not* divided by √n, as mmtests computes it — and
-/// the difference of means is divided by the sum of the two half-widths;
-/// |ratio| > 1 (intervals do not overlap) is significant. When both
-/// half-widths are 0 any difference of means counts as significant (the
-/// intervals are points). `None` when either sample is empty.
+/// mmtests' interval rule (commit 8cd087ae, `Stat.pm::cidiff`): each
+/// side's interval is mean ± 1.96·stddev — *not* divided by √n, as mmtests
+/// computes it — and the difference of means is divided by the sum of the
+/// two half-widths; |ratio| > 1 (intervals do not overlap) is significant.
+/// When both half-widths are 0, `cidiff` returns the raw difference of the
+/// means, so a difference of more than 1 in the metric's units counts.
+/// `None` when either side has fewer than 2 values: mmtests' stddev of one
+/// value is NaN, so there is no interval and no mark.
 pub fn mmtests_ci_ratio(base: &[f64], new: &[f64]) -> Option<f64> {
     let (b, n) = (Describe::of(base)?, Describe::of(new)?);
+    if b.n < 2 || n.n < 2 {
+        return None;
+    }
     let halves = Z_975 * (b.stddev + n.stddev);
     let diff = n.mean - b.mean;
     if halves == 0.0 {
-        return Some(if diff == 0.0 {
-            0.0
-        } else {
-            diff.signum() * f64::MAX
-        });
+        return Some(diff);
     }
     Some(diff / halves)
 }
@@ -512,7 +524,13 @@ mod tests {
     fn percent_conventions() {
         assert_eq!(pndiff(0.0, 0.0), Some(0.0));
         assert_eq!(pdiff(0.0, 0.0), Some(0.0));
-        assert_eq!(pndiff(0.0, 3.0), None);
+        // Against a zero baseline: the formula's infinities, signed so
+        // that positive is still better.
+        assert_eq!(pndiff(0.0, 3.0), Some(f64::NEG_INFINITY));
+        assert_eq!(pdiff(0.0, 3.0), Some(f64::INFINITY));
+        assert_eq!(pndiff(3.0, 0.0), Some(100.0));
+        assert_eq!(pdiff(3.0, 0.0), Some(-100.0));
+        assert_eq!(pndiff(f64::NAN, 1.0), None);
         assert!(close(pndiff(0.3992, 0.3892).unwrap(), 2.505, 1e-3));
         assert!(close(pdiff(10.0, 12.0).unwrap(), 20.0, 1e-12));
     }
@@ -606,8 +624,14 @@ mod tests {
         let r = mmtests_ci_ratio(&[9.0, 10.0, 11.0], &[13.0, 14.0, 15.0]).unwrap();
         assert!(close(r, 4.0 / (2.0 * Z_975), 1e-12));
         assert!(r > 1.0);
+        // Both spreads 0: the raw difference, significant only beyond 1.
         assert_eq!(mmtests_ci_ratio(&[0.0, 0.0], &[0.0, 0.0]), Some(0.0));
-        assert!(mmtests_ci_ratio(&[0.0, 0.0], &[1.0, 1.0]).unwrap() > 1.0);
+        assert_eq!(mmtests_ci_ratio(&[0.0, 0.0], &[1.0, 1.0]), Some(1.0));
+        assert_eq!(mmtests_ci_ratio(&[6.0, 6.0], &[0.0, 0.0]), Some(-6.0));
+        assert_eq!(mmtests_ci_ratio(&[0.25, 0.25], &[0.75, 0.75]), Some(0.5));
+        // One value on either side: no interval, no test.
+        assert_eq!(mmtests_ci_ratio(&[1.0], &[5.0, 6.0]), None);
+        assert_eq!(mmtests_ci_ratio(&[1.0, 2.0], &[9.0]), None);
     }
 
     #[test]

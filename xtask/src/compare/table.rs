@@ -17,7 +17,9 @@ pub enum Significance {
     Mwu,
     /// Welch's unequal-variance t-test, two-sided.
     Welch,
-    /// mmtests' rule: 95 % intervals (mean ± 1.96·stddev) do not overlap.
+    /// mmtests' rule: 95 % intervals (mean ± 1.96·stddev) do not overlap;
+    /// with both stddevs 0, the means differ by more than 1; no interval
+    /// (no mark) for a column of one trial.
     MmtestsCi,
 }
 
@@ -32,7 +34,9 @@ impl Significance {
             ),
             Significance::Welch => format!("two-sided Welch's t-test, alpha {alpha}"),
             Significance::MmtestsCi => "mmtests CI rule: intervals mean +- 1.96*stddev \
-                 of the two columns do not overlap"
+                 of the two columns do not overlap; when both stddevs are 0, the means \
+                 differ by more than 1 (in the metric's units); no mark when a column \
+                 has a single trial (no interval)"
                 .into(),
         }
     }
@@ -43,12 +47,15 @@ impl Significance {
 pub struct Test {
     /// Significant at the chosen level.
     pub significant: bool,
-    /// p-value (Mann–Whitney, Welch) or |CI ratio| (mmtests).
+    /// p-value (Mann–Whitney, Welch) or |cidiff| (mmtests: the difference
+    /// of means over the summed half-widths, or the raw difference when
+    /// both half-widths are 0).
     pub score: Option<f64>,
 }
 
 /// Runs the chosen test of `new` against `base`. `None` when it cannot be
-/// run (empty sample; Welch with n < 2 or no variance at all).
+/// run (empty sample; Welch with n < 2 or no variance at all; mmtests with
+/// n < 2).
 pub fn test(kind: Significance, alpha: f64, base: &[f64], new: &[f64]) -> Option<Test> {
     match kind {
         Significance::Mwu => stats::mann_whitney(new, base).map(|m| Test {
@@ -61,7 +68,7 @@ pub fn test(kind: Significance, alpha: f64, base: &[f64], new: &[f64]) -> Option
         }),
         Significance::MmtestsCi => stats::mmtests_ci_ratio(base, new).map(|r| Test {
             significant: r.abs() > 1.0,
-            score: Some(r.abs().min(1e300)),
+            score: Some(r.abs()),
         }),
     }
 }
@@ -150,17 +157,57 @@ pub struct Column {
     pub kernels: Vec<String>,
 }
 
+/// Which way a column moved against the baseline, whatever the metric's
+/// direction: the sign of the percent (positive = better).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Change {
+    /// Worse than the baseline (percent below 0, `-inf%` included).
+    Worse,
+    /// Better than the baseline (percent above 0, `+inf%` included).
+    Better,
+    /// As the baseline (0.00 %).
+    Same,
+}
+
+impl Change {
+    /// The change a percent says; `None` for an undefined percent.
+    pub fn of(percent: Option<f64>) -> Option<Change> {
+        let p = percent.filter(|p| !p.is_nan())?;
+        Some(if p > 0.0 {
+            Change::Better
+        } else if p < 0.0 {
+            Change::Worse
+        } else {
+            Change::Same
+        })
+    }
+}
+
 /// One table cell.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct Cell {
     /// The statistic; `None` when undefined (e.g. CoeffVar of a zero mean)
     /// or the column has no value for this metric.
     pub value: Option<f64>,
-    /// Percent against the baseline (positive = better); `None` when
-    /// undefined (a zero baseline) or for n.
+    /// Percent against the baseline (positive = better); ±∞ against a
+    /// baseline of 0 (JSON has no infinity: it writes `null`, and
+    /// `direction` says which way); `None` for n or a missing value.
+    #[serde(serialize_with = "finite_or_null")]
     pub percent: Option<f64>,
+    /// Which way the percent points; `None` exactly when it is undefined.
+    pub direction: Option<Change>,
     /// The significance test (Amean rows of non-baseline columns only).
     pub test: Option<Test>,
+}
+
+/// A number as JSON can hold it: infinities (and NaN, never produced)
+/// become `null`.
+fn finite_or_null<S: serde::Serializer>(v: &Option<f64>, s: S) -> Result<S::Ok, S::Error> {
+    match v {
+        Some(x) if x.is_finite() => s.serialize_some(x),
+        _ => s.serialize_none(),
+    }
 }
 
 /// One row: a statistic of a metric across the columns.
@@ -241,6 +288,7 @@ pub fn build_rows(samples: &Samples, kind: Significance, alpha: f64) -> Vec<Row>
                     Cell {
                         value,
                         percent,
+                        direction: Change::of(percent),
                         test,
                     }
                 })

@@ -343,8 +343,9 @@ pub const DEFAULT_DURATION: Span = Span::from_secs(10);
 /// Default warm-up.
 pub const DEFAULT_WARMUP: Span = Span::from_secs(1);
 
-/// A scenario ready to run: defaults filled, overrides merged.
-#[derive(Debug, Clone, Serialize)]
+/// A scenario ready to run: defaults filled, overrides merged. `run.json`
+/// records it, and reads back as it was run (see [`Scenario::fingerprint`]).
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Scenario {
     /// The file it came from.
     pub path: PathBuf,
@@ -365,7 +366,7 @@ pub struct Scenario {
 }
 
 /// One configuration, resolved.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Config {
     /// Its name.
     pub name: String,
@@ -382,7 +383,7 @@ pub struct Config {
 }
 
 /// A knob setting as the scenario asks for it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum KnobSpec {
     /// `/proc/sys/<name with dots as slashes>`.
@@ -412,7 +413,7 @@ pub enum KnobSpec {
 }
 
 /// Where the audio comes from.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum AudioSource {
     /// A file (absolute, resolved against the scenario's directory).
@@ -422,7 +423,7 @@ pub enum AudioSource {
 }
 
 /// The player's settings, resolved.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Audio {
     /// What to play.
     pub source: AudioSource,
@@ -441,7 +442,7 @@ pub struct Audio {
 }
 
 /// The load, resolved.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Load {
     /// hackbench's parameters.
     pub hackbench: Hackbench,
@@ -450,7 +451,7 @@ pub struct Load {
 }
 
 /// hackbench's parameters with defaults filled.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Hackbench {
     /// `-g`.
     pub groups: u32,
@@ -464,6 +465,91 @@ pub struct Hackbench {
     pub mode: HackbenchMode,
     /// `-p` or sockets.
     pub transport: Transport,
+}
+
+/// What must be the same for trials of two configurations to be compared
+/// as one experiment (a bisect step against its baseline): the trial
+/// durations, the audio, the load and the knobs. Names are not part of it
+/// (scenario, configuration, file, directory), nor the description, trial
+/// count, trial order, or the kernel a configuration expects — a bisection
+/// runs the same experiment on other kernels.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ScenarioFingerprint {
+    /// How long the player plays.
+    pub duration: Span,
+    /// Pause before the player starts.
+    pub warmup: Span,
+    /// The player's settings; a WAV file as the scenario names it, relative
+    /// to the scenario's directory.
+    pub audio: Audio,
+    /// The load.
+    pub load: Option<Load>,
+    /// The knobs, in order.
+    pub knobs: Vec<KnobSpec>,
+    /// PM-QoS CPU DMA latency held, µs.
+    pub pm_qos_us: Option<u32>,
+}
+
+impl Scenario {
+    /// The fingerprint of configuration `config`; `None` when the scenario
+    /// has no such configuration.
+    pub fn fingerprint(&self, config: &str) -> Option<ScenarioFingerprint> {
+        let c = self.configs.iter().find(|c| c.name == config)?;
+        let mut audio = c.audio.clone();
+        if let AudioSource::File(wav) = &mut audio.source {
+            // resolve() joined it to the scenario's directory: undo that, so
+            // the same checkout in another place has the same fingerprint.
+            if let Some(rel) = self.path.parent().and_then(|d| wav.strip_prefix(d).ok()) {
+                *wav = rel.to_path_buf();
+            }
+        }
+        Some(ScenarioFingerprint {
+            duration: self.duration,
+            warmup: self.warmup,
+            audio,
+            load: c.load.clone(),
+            knobs: c.knobs.clone(),
+            pm_qos_us: c.pm_qos_us,
+        })
+    }
+}
+
+impl ScenarioFingerprint {
+    /// The scenario keys in which `other` differs (`audio.priority`,
+    /// `load.hackbench`, `knobs`…); empty when the two are the same.
+    pub fn differences(&self, other: &ScenarioFingerprint) -> Vec<&'static str> {
+        let (a, b) = (&self.audio, &other.audio);
+        let loads = self.load.as_ref().zip(other.load.as_ref());
+        [
+            ("duration", self.duration != other.duration),
+            ("warmup", self.warmup != other.warmup),
+            ("audio.source", a.source != b.source),
+            ("audio.backend", a.backend != b.backend),
+            ("audio.device", a.device != b.device),
+            ("audio.buffer_time", a.buffer_time != b.buffer_time),
+            ("audio.period_time", a.period_time != b.period_time),
+            ("audio.priority", a.priority != b.priority),
+            ("audio.cpu", a.cpu != b.cpu),
+            ("load", self.load.is_some() != other.load.is_some()),
+            (
+                "load.hackbench",
+                loads.is_some_and(|(x, y)| x.hackbench != y.hackbench),
+            ),
+            (
+                "load.start_delay",
+                loads.is_some_and(|(x, y)| x.start_delay != y.start_delay),
+            ),
+            ("knobs", self.knobs != other.knobs),
+            (
+                "pm_qos_cpu_dma_latency_us",
+                self.pm_qos_us != other.pm_qos_us,
+            ),
+        ]
+        .into_iter()
+        .filter(|&(_, differs)| differs)
+        .map(|(key, _)| key)
+        .collect()
+    }
 }
 
 /// Reads, parses and resolves a scenario; checks needing no system access.
@@ -856,5 +942,97 @@ mod tests {
                 },
             ]
         );
+    }
+
+    /// A scenario with a bit of everything the fingerprint covers.
+    const FULL: &str = "name = \"x\"\ndescription = \"d\"\ntrials = 4\nduration = \"5s\"\nwarmup = \"1s\"\n\
+        [audio]\ngenerate = { tone_hz = 440, seconds = 10 }\nbackend = \"virtual\"\nbuffer_time = \"20ms\"\npriority = \"fifo:80\"\n\
+        [load]\nhackbench = { groups = 4 }\n\
+        [[config]]\nname = \"a\"\nsysctl = { \"kernel.sched_autogroup_enabled\" = 0 }\n";
+
+    fn fingerprint_of(text: &str) -> ScenarioFingerprint {
+        let s = parse_str(text).unwrap();
+        s.fingerprint(&s.configs[0].name).unwrap()
+    }
+
+    #[test]
+    fn fingerprint_ignores_names_counts_and_order() {
+        let base = fingerprint_of(FULL);
+        let renamed = FULL
+            .replace("name = \"x\"", "name = \"y\"")
+            .replace("name = \"a\"", "name = \"b\"\nkernel = \"6.6.0\"")
+            .replace("description = \"d\"", "description = \"other words\"")
+            .replace("trials = 4", "trials = 9\norder = \"blocked\"");
+        assert_eq!(fingerprint_of(&renamed), base);
+        // Another file, elsewhere, same meaning (1000ms is 1s).
+        let p = Path::new("/elsewhere/other-name.toml");
+        let moved = resolve(p, &parse(p, &FULL.replace("\"1s\"", "\"1000ms\"")).unwrap()).unwrap();
+        assert_eq!(moved.fingerprint("a").unwrap(), base);
+        assert!(moved.fingerprint("nope").is_none());
+    }
+
+    #[test]
+    fn fingerprint_names_each_difference() {
+        let base = fingerprint_of(FULL);
+        for (edit, key) in [
+            (("duration = \"5s\"", "duration = \"6s\""), "duration"),
+            (("warmup = \"1s\"", "warmup = \"2s\""), "warmup"),
+            (("tone_hz = 440", "tone_hz = 441"), "audio.source"),
+            (
+                ("buffer_time = \"20ms\"", "buffer_time = \"40ms\""),
+                "audio.buffer_time",
+            ),
+            (
+                ("priority = \"fifo:80\"", "priority = \"other\""),
+                "audio.priority",
+            ),
+            (
+                ("backend = \"virtual\"", "backend = \"alsa\""),
+                "audio.backend",
+            ),
+            (
+                ("[load]\n", "[load]\nstart_delay = \"1s\"\n"),
+                "load.start_delay",
+            ),
+            (("groups = 4", "groups = 5"), "load.hackbench"),
+            (("hackbench = { groups = 4 }", ""), "load"),
+            (("= 0 }", "= 1 }"), "knobs"),
+            (
+                (
+                    "name = \"a\"",
+                    "name = \"a\"\npm_qos_cpu_dma_latency_us = 0",
+                ),
+                "pm_qos_cpu_dma_latency_us",
+            ),
+        ] {
+            let other = fingerprint_of(&FULL.replace(edit.0, edit.1));
+            assert_eq!(base.differences(&other), vec![key], "{edit:?}");
+            assert_eq!(other.differences(&base), vec![key], "{edit:?}");
+        }
+        assert!(base.differences(&base).is_empty());
+    }
+
+    #[test]
+    fn fingerprint_of_a_wav_is_relative_to_the_scenario() {
+        let text = "name = \"x\"\n[audio]\nfile = \"wav/a.wav\"\n[[config]]\nname = \"a\"\n";
+        let at = |p: &str| {
+            let p = Path::new(p);
+            resolve(p, &parse(p, text).unwrap())
+                .unwrap()
+                .fingerprint("a")
+                .unwrap()
+        };
+        let here = at("/home/me/bench/s.toml");
+        assert_eq!(here, at("/srv/ci/checkout/s.toml"));
+        assert_eq!(here, at("s.toml"));
+        assert_eq!(here.audio.source, AudioSource::File("wav/a.wav".into()));
+    }
+
+    #[test]
+    fn resolved_scenario_reads_back_from_run_json_with_the_same_fingerprint() {
+        let s = parse_str(FULL).unwrap();
+        let json = serde_json::to_string(&s).unwrap();
+        let back: Scenario = serde_json::from_str(&json).unwrap();
+        assert_eq!(back.fingerprint("a"), s.fingerprint("a"));
     }
 }

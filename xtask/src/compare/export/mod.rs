@@ -47,20 +47,40 @@ pub(crate) fn fmt_value(v: Option<f64>, decimals: usize) -> String {
     }
 }
 
-/// A percentage as mmtests prints it (`-9.12%`), fewer decimals when it
-/// would not fit, `n/a` when undefined.
+/// Width of a percentage with its `%` sign: mmtests' `%7.2f%%`.
+pub(crate) const PERCENT_W: usize = 8;
+
+/// A percentage as mmtests prints it (`-9.12%`): two decimals wherever they
+/// fit [`PERCENT_W`] (`5964.63%`), fewer only when they do not
+/// (`-1302.5%`, `-12345%`), an exponent beyond that; `-inf%` / `+inf%`
+/// against a zero baseline (the sign says worse / better); `n/a` when
+/// undefined.
 pub(crate) fn fmt_percent(p: Option<f64>) -> String {
-    match p {
-        Some(x) if x.abs() < 999.995 => {
-            let s = format!("{:.2}%", x + 0.0);
-            if s == "-0.00%" {
-                "0.00%".into()
-            } else {
-                s
-            }
+    let x = match p {
+        Some(x) if x.is_nan() => return "n/a".into(),
+        Some(x) if x.is_infinite() => {
+            return if x > 0.0 { "+inf%" } else { "-inf%" }.into();
         }
-        Some(x) => format!("{:.0}%", x),
-        None => "n/a".into(),
+        Some(x) => x + 0.0,
+        None => return "n/a".into(),
+    };
+    for decimals in [2, 1, 0] {
+        let s = format!("{x:.decimals$}%");
+        // A tiny negative rounds to `-0.00`: print it as the 0 it shows.
+        let s = if s.trim_start_matches(['-', '0', '.']) == "%" {
+            s.trim_start_matches('-').to_string()
+        } else {
+            s
+        };
+        if s.len() <= PERCENT_W {
+            return s;
+        }
+    }
+    let short = format!("{x:.1e}%");
+    if short.len() <= PERCENT_W {
+        short
+    } else {
+        format!("{x:.0e}%")
     }
 }
 
@@ -75,7 +95,9 @@ pub(crate) fn footer_lines(t: &Table) -> Vec<String> {
     let mut lines = vec![
         "Percent: against the first column; positive = better (mmtests: \
          100-new*100/base when lower is better, new*100/base-100 when higher \
-         is better; Stddev and CoeffVar: lower is better)."
+         is better; Stddev and CoeffVar: lower is better). Against a baseline \
+         of 0 the formula gives -inf% (worse) or +inf% (better), significance \
+         mark kept; 0 against 0 is 0.00%."
             .to_string(),
         format!(
             "Higher is better: {}; lower is better: the rest.",
@@ -140,5 +162,33 @@ fn kernels(t: &Table) -> String {
             .map(|c| format!("{} {}", c.name, c.kernels.join("+")))
             .collect::<Vec<_>>()
             .join(", "),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn percent_keeps_two_decimals_where_they_fit() {
+        assert_eq!(fmt_percent(Some(-9.1234)), "-9.12%");
+        assert_eq!(fmt_percent(Some(5964.6291)), "5964.63%");
+        assert_eq!(fmt_percent(Some(-999.994)), "-999.99%");
+        // Only when two decimals would not fit in 8 characters.
+        assert_eq!(fmt_percent(Some(-1302.46)), "-1302.5%");
+        assert_eq!(fmt_percent(Some(9999.996)), "10000.0%");
+        assert_eq!(fmt_percent(Some(-123456.4)), "-123456%");
+        assert_eq!(fmt_percent(Some(-12345678.0)), "-1.2e7%");
+        assert_eq!(fmt_percent(Some(-1e300)), "-1e300%");
+        assert_eq!(fmt_percent(Some(-0.001)), "0.00%");
+        assert_eq!(fmt_percent(Some(0.0)), "0.00%");
+    }
+
+    #[test]
+    fn percent_against_a_zero_baseline_is_signed_infinity() {
+        assert_eq!(fmt_percent(Some(f64::NEG_INFINITY)), "-inf%");
+        assert_eq!(fmt_percent(Some(f64::INFINITY)), "+inf%");
+        assert_eq!(fmt_percent(None), "n/a");
+        assert_eq!(fmt_percent(Some(f64::NAN)), "n/a");
     }
 }

@@ -6,7 +6,7 @@
 
 use std::fmt::Write as _;
 
-use super::{fmt_percent, fmt_value, footer_lines, is_significant, Exporter};
+use super::{fmt_percent, fmt_value, footer_lines, is_significant, Exporter, PERCENT_W};
 use crate::compare::table::{Cell, Row, Stat, Table};
 
 /// Text exporter.
@@ -95,7 +95,8 @@ fn same_n_everywhere(t: &Table) -> bool {
 }
 
 /// `%12.Nf (%7.2f%%)`, with the parentheses turned into asterisks when the
-/// difference is significant, as mmtests prints it.
+/// difference is significant, as mmtests prints it; `-inf%` / `+inf%` take
+/// the same width and keep the mark.
 fn cell(row: &Row, c: &Cell) -> String {
     if row.stat == Stat::N {
         return format!("{:>12}{:11}", fmt_value(c.value, 0), "");
@@ -106,7 +107,10 @@ fn cell(row: &Row, c: &Cell) -> String {
     } else {
         ('(', ')')
     };
-    format!("{v:>12} {open}{:>8}{close}", fmt_percent(c.percent))
+    format!(
+        "{v:>12} {open}{:>PERCENT_W$}{close}",
+        fmt_percent(c.percent)
+    )
 }
 
 fn trim_push(out: &mut String) {
