@@ -173,7 +173,9 @@ pub mod started {
 /// What one command installs before it starts, and what it starts.
 #[derive(Debug)]
 pub struct Needs {
-    /// The command, as the user types it after `cargo xtask`.
+    /// The command, as the user types it after `cargo xtask` (for the
+    /// unit tests' messages).
+    #[cfg_attr(not(test), allow(dead_code))]
     pub command: &'static str,
     /// The groups it installs.
     pub groups: &'static [&'static Group],
@@ -313,21 +315,19 @@ pub fn decide(missing: Vec<&'static str>, root: bool) -> Action {
 /// Why a command cannot start.
 #[derive(Debug, thiserror::Error)]
 pub enum DepsError {
-    /// Packages are missing and we are not root.
-    #[error(
-        "`cargo xtask {command}` needs Debian packages that are not installed; run:\n  {advice}"
-    )]
+    /// Packages are missing and we may not install them.
+    #[error("missing {what}; run:\n  {advice}")]
     Missing {
-        /// The command.
-        command: &'static str,
+        /// What is missing (which packages, for what).
+        what: String,
         /// The command line that installs them.
         advice: String,
     },
-    /// apt-get failed.
-    #[error("installing the Debian packages for `cargo xtask {command}`: {source:#}")]
+    /// Installing failed.
+    #[error("installing {what}: {source:#}")]
     Install {
-        /// The command.
-        command: &'static str,
+        /// What we were installing.
+        what: String,
         /// What failed.
         source: anyhow::Error,
     },
@@ -363,33 +363,29 @@ pub fn ensure(needs: &Needs) -> Result<(), DepsError> {
         .filter(|p| !is_installed(p.name))
         .map(|p| p.name)
         .collect();
+    let what = format!("Debian packages ({})", groups_of(needs, &missing));
     match decide(missing, is_root()) {
         Action::Nothing => Ok(()),
-        Action::Advise(advice) => Err(DepsError::Missing {
-            command: needs.command,
-            advice,
-        }),
+        Action::Advise(advice) => Err(DepsError::Missing { what, advice }),
         Action::Install(packages) => {
-            apt_install(needs, &packages).map_err(|source| DepsError::Install {
-                command: needs.command,
-                source,
-            })
+            eprintln!("xtask: installing {what}: {}", packages.join(" "));
+            apt_install(&packages).map_err(|source| DepsError::Install { what, source })
         }
     }
 }
 
-fn apt_install(needs: &Needs, packages: &[&str]) -> anyhow::Result<()> {
-    let groups: Vec<&str> = needs
+/// The names of `needs`' groups that hold any of `packages`.
+fn groups_of(needs: &Needs, packages: &[&str]) -> String {
+    let names: Vec<&str> = needs
         .groups
         .iter()
         .filter(|g| g.packages.iter().any(|p| packages.contains(&p.name)))
         .map(|g| g.name)
         .collect();
-    eprintln!(
-        "xtask: installing {} ({})",
-        packages.join(" "),
-        groups.join(", ")
-    );
+    names.join(", ")
+}
+
+fn apt_install(packages: &[&str]) -> anyhow::Result<()> {
     run_checked(Command::new("apt-get").args(["update", "-qq"]))?;
     run_checked(
         Command::new("apt-get")
@@ -430,7 +426,7 @@ pub fn ensure_rust_components() -> Result<(), DepsError> {
         .is_ok_and(|s| s.success());
     if !has_rustup {
         return Err(DepsError::Missing {
-            command: "lint",
+            what: format!("Rust components ({})", missing.join(" ")),
             advice,
         });
     }
@@ -441,7 +437,7 @@ pub fn ensure_rust_components() -> Result<(), DepsError> {
             .args(&missing),
     )
     .map_err(|source| DepsError::Install {
-        command: "lint",
+        what: format!("Rust components ({})", missing.join(" ")),
         source,
     })
 }
@@ -810,14 +806,23 @@ mod tests {
 
     #[test]
     fn missing_packages_exit_2_with_the_command_in_the_message() {
+        let missing = vec!["pkg-config", "jackd2"];
+        let needs = Needs {
+            command: "x",
+            groups: &[&BUILD, &PULSEAUDIO, &JACK_PCM],
+            starts: &[],
+        };
+        let Action::Advise(advice) = decide(missing.clone(), false) else {
+            panic!("a user is advised")
+        };
         let e = DepsError::Missing {
-            command: "run",
-            advice: install_command(&["pkg-config"]),
+            what: format!("Debian packages ({})", groups_of(&needs, &missing)),
+            advice,
         };
         assert_eq!(
             e.to_string(),
-            "`cargo xtask run` needs Debian packages that are not installed; run:\n  \
-             sudo apt-get update && sudo apt-get install -y --no-install-recommends pkg-config"
+            "missing Debian packages (build, JACK test PCM); run:\n  \
+             sudo apt-get update && sudo apt-get install -y --no-install-recommends pkg-config jackd2"
         );
         assert_eq!(e.report(), ExitCode::from(EXIT_MISSING));
     }
