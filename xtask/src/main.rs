@@ -25,8 +25,11 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Verb {
-    /// Run the whole test suite, installing the Debian packages it needs.
+    /// Lint, then run the whole test suite, installing the Debian packages
+    /// they need.
     Test(test::TestArgs),
+    /// Check formatting and clippy -D warnings in every feature set.
+    Lint(test::LintArgs),
     /// Benchmark against the reference tools (aplay, rt-tests hackbench).
     Bench(bench::BenchArgs),
     /// Run a scenario file (configurations × trials).
@@ -57,6 +60,7 @@ fn main() -> std::process::ExitCode {
     };
     let result = match cli.verb {
         Verb::Test(args) => test::run(&args),
+        Verb::Lint(args) => test::lint(&args),
         Verb::Bench(args) => bench::run(&args),
         Verb::Run(args) => run::run(&args),
         Verb::Restore(args) => run::restore(&args),

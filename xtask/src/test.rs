@@ -1,4 +1,5 @@
-//! `cargo xtask test`: the whole suite, with what it needs installed.
+//! `cargo xtask test`: the lint, then the whole suite, with what they need
+//! installed; and `cargo xtask lint` on its own.
 //!
 //! The tests start their own sound servers (a JACK dummy server per test
 //! binary, see `crates/soundserver`), so a plain `cargo test` works too once
@@ -6,7 +7,7 @@
 
 use std::process::ExitCode;
 
-use anyhow::Result;
+use anyhow::{bail, Result};
 
 use crate::deps;
 use crate::util::{cargo, run_checked};
@@ -18,6 +19,10 @@ pub struct TestArgs {
     #[arg(trailing_var_arg = true)]
     pub rest: Vec<String>,
 }
+
+/// Arguments of `cargo xtask lint` (none).
+#[derive(clap::Args)]
+pub struct LintArgs {}
 
 /// The player's cpal hosts, all built and tested (the PipeWire host is
 /// built, and tested only where a PipeWire server can be started).
@@ -45,9 +50,58 @@ fn cargo_test() -> std::process::Command {
     cmd
 }
 
-/// Installs what the suite needs, then runs it.
+/// The feature sets the lint checks: code compiled only with a cpal host
+/// (or only without one) must be clean in both.
+const LINT_FEATURE_SETS: [(&str, Option<&str>); 2] = [
+    ("default features", None),
+    ("all player features", Some(PLAYER_FEATURES)),
+];
+
+/// `cargo fmt --check` and clippy `-D warnings` in every feature set; all
+/// run, so that one failure does not hide another.
+fn lint_steps() -> Result<()> {
+    let mut steps: Vec<(String, std::process::Command)> = Vec::new();
+    let mut fmt = cargo();
+    fmt.args(["fmt", "--all", "--", "--check"]);
+    steps.push(("cargo fmt --check".into(), fmt));
+    for (label, features) in LINT_FEATURE_SETS {
+        let mut clippy = cargo();
+        clippy.args(["clippy", "--workspace", "--all-targets"]);
+        if let Some(f) = features {
+            clippy.args(["--features", f]);
+        }
+        clippy.args(["--", "-D", "warnings"]);
+        steps.push((format!("clippy, {label}"), clippy));
+    }
+    let mut failed = Vec::new();
+    for (label, mut cmd) in steps {
+        eprintln!("xtask lint: {label}");
+        if let Err(e) = run_checked(&mut cmd) {
+            eprintln!("xtask lint: {e:#}");
+            failed.push(label);
+        }
+    }
+    if !failed.is_empty() {
+        bail!("lint failed: {}", failed.join("; "));
+    }
+    Ok(())
+}
+
+/// `cargo xtask lint`: installs what clippy needs, then lints.
+pub fn lint(_args: &LintArgs) -> Result<ExitCode> {
+    if let Err(e) = deps::ensure(&deps::LINT).and_then(|()| deps::ensure_rust_components()) {
+        return Ok(e.report());
+    }
+    lint_steps()?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Installs what the suite needs, lints, then runs the suite.
 pub fn run(args: &TestArgs) -> Result<ExitCode> {
-    deps::ensure(deps::TEST_PACKAGES)?;
+    if let Err(e) = deps::ensure(&deps::TEST).and_then(|()| deps::ensure_rust_components()) {
+        return Ok(e.report());
+    }
+    lint_steps()?;
     let mut cmd = cargo_test();
     cmd.arg("--all-targets");
     if !args.rest.is_empty() {

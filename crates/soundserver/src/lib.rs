@@ -54,6 +54,110 @@ pub enum Error {
     },
 }
 
+/// A program this crate starts, and the Debian package that provides it.
+///
+/// The servers check their programs against `PATH` with this table before
+/// starting anything (a missing one is [`Error::NotInstalled`]), and
+/// `cargo xtask`'s install lists are tested against it, so the two cannot
+/// drift apart.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Program {
+    /// The name looked up in `PATH`.
+    pub name: &'static str,
+    /// The Debian 12 package that provides it.
+    pub package: &'static str,
+}
+
+/// Every program this crate starts, one entry each (the servers'
+/// `PROGRAMS` lists are made of these).
+pub mod programs {
+    use super::Program;
+
+    /// The JACK server.
+    pub const JACKD: Program = Program {
+        name: "jackd",
+        package: "jackd2",
+    };
+    /// Asks the JACK server whether it is up.
+    pub const JACK_LSP: Program = Program {
+        name: "jack_lsp",
+        package: "jackd2",
+    };
+    /// The PulseAudio server.
+    pub const PULSEAUDIO: Program = Program {
+        name: "pulseaudio",
+        package: "pulseaudio",
+    };
+    /// Asks the PulseAudio server whether it is up.
+    pub const PACTL: Program = Program {
+        name: "pactl",
+        package: "pulseaudio-utils",
+    };
+    /// The PulseAudio keepalive stream.
+    pub const PACAT: Program = Program {
+        name: "pacat",
+        package: "pulseaudio-utils",
+    };
+    /// The PipeWire server.
+    pub const PIPEWIRE: Program = Program {
+        name: "pipewire",
+        package: "pipewire-bin",
+    };
+    /// Asks the PipeWire server whether it is up; creates the null sink.
+    pub const PW_CLI: Program = Program {
+        name: "pw-cli",
+        package: "pipewire-bin",
+    };
+    /// PipeWire's session manager (links streams to sinks).
+    pub const WIREPLUMBER: Program = Program {
+        name: "wireplumber",
+        package: "wireplumber",
+    };
+    /// A private D-Bus session bus for WirePlumber (Debian 12 ships it in
+    /// `dbus-daemon`, not `dbus-bin`).
+    pub const DBUS_RUN_SESSION: Program = Program {
+        name: "dbus-run-session",
+        package: "dbus-daemon",
+    };
+    /// The bus `dbus-run-session` starts.
+    pub const DBUS_DAEMON: Program = Program {
+        name: "dbus-daemon",
+        package: "dbus-daemon",
+    };
+    /// Runs PipeWire and WirePlumber in one session (Essential package).
+    pub const SH: Program = Program {
+        name: "sh",
+        package: "dash",
+    };
+    /// Lets PipeWire come up before WirePlumber (Essential package).
+    pub const SLEEP: Program = Program {
+        name: "sleep",
+        package: "coreutils",
+    };
+    /// Pins a server to CPUs (Essential package).
+    pub const TASKSET: Program = Program {
+        name: "taskset",
+        package: "util-linux",
+    };
+    /// Runs a server at SCHED_FIFO priority (Essential package).
+    pub const CHRT: Program = Program {
+        name: "chrt",
+        package: "util-linux",
+    };
+}
+
+/// Fails with [`Error::NotInstalled`] for the first of `programs` that is
+/// not in `PATH`.
+fn require(programs: &[Program]) -> Result<(), Error> {
+    match programs.iter().find(|p| !program_exists(p.name)) {
+        Some(p) => Err(Error::NotInstalled {
+            program: p.name,
+            package: p.package,
+        }),
+        None => Ok(()),
+    }
+}
+
 /// ALSA PCM name that plays into the JACK server named by
 /// `JACK_DEFAULT_SERVER` (format conversion by the `plug` layer: the bare
 /// `jack` PCM accepts FLOAT_LE only).
@@ -105,14 +209,14 @@ fn program_exists(program: &str) -> bool {
 }
 
 impl JackServer {
+    /// Every program [`JackServer::start`] may start.
+    pub const PROGRAMS: &'static [Program] =
+        &[programs::JACKD, programs::JACK_LSP, programs::TASKSET];
+
     /// Starts `jackd -d dummy` under a server name of its own (another jackd
     /// may hold the default name) and waits until `jack_lsp` answers.
     pub fn start(config: &JackConfig) -> Result<JackServer, Error> {
-        for (program, package) in [("jackd", "jackd2"), ("jack_lsp", "jackd2")] {
-            if !program_exists(program) {
-                return Err(Error::NotInstalled { program, package });
-            }
-        }
+        require(Self::PROGRAMS)?;
         let name = unique_name("xrunbench");
         let log_path = std::env::temp_dir().join(format!("{name}.jackd.log"));
         let log = std::fs::File::create(&log_path).map_err(|source| Error::Spawn {
@@ -327,19 +431,20 @@ fn pinned(program: &str, cpus: &Option<String>, fifo: Option<u8>) -> Command {
 }
 
 impl PulseServer {
+    /// Every program [`PulseServer::start`] may start.
+    pub const PROGRAMS: &'static [Program] = &[
+        programs::PULSEAUDIO,
+        programs::PACTL,
+        programs::PACAT,
+        programs::TASKSET,
+        programs::CHRT,
+    ];
+
     /// Starts `pulseaudio` with a null sink and the native protocol only,
     /// waits until `pactl info` answers, starts the keepalive `pacat` and
     /// waits out the warm-up.
     pub fn start(config: &PulseConfig) -> Result<PulseServer, Error> {
-        for (program, package) in [
-            ("pulseaudio", "pulseaudio"),
-            ("pactl", "pulseaudio-utils"),
-            ("pacat", "pulseaudio-utils"),
-        ] {
-            if !program_exists(program) {
-                return Err(Error::NotInstalled { program, package });
-            }
-        }
+        require(Self::PROGRAMS)?;
         let name = unique_name("xrunbench-pulse");
         let spawn_err = |source| Error::Spawn {
             program: "pulseaudio",
@@ -497,20 +602,23 @@ pub struct PipeWireServer {
 }
 
 impl PipeWireServer {
+    /// Every program [`PipeWireServer::start`] may start.
+    pub const PROGRAMS: &'static [Program] = &[
+        programs::DBUS_RUN_SESSION,
+        programs::DBUS_DAEMON,
+        programs::SH,
+        programs::PIPEWIRE,
+        programs::SLEEP,
+        programs::WIREPLUMBER,
+        programs::PW_CLI,
+        programs::TASKSET,
+    ];
+
     /// Starts `pipewire` and `wireplumber` under `dbus-run-session` (pinned
     /// to `cpus` when given), waits until `pw-cli` answers, creates the null
     /// sink and gives WirePlumber a moment to see it.
     pub fn start(cpus: Option<&str>) -> Result<PipeWireServer, Error> {
-        for (program, package) in [
-            ("pipewire", "pipewire-bin"),
-            ("wireplumber", "wireplumber"),
-            ("pw-cli", "pipewire-bin"),
-            ("dbus-run-session", "dbus-bin"),
-        ] {
-            if !program_exists(program) {
-                return Err(Error::NotInstalled { program, package });
-            }
-        }
+        require(Self::PROGRAMS)?;
         let name = unique_name("xrunbench-pw");
         let spawn_err = |source| Error::Spawn {
             program: "pipewire",

@@ -29,8 +29,15 @@ pub enum What {
     Hackbench(hackbench::Args),
 }
 
-/// Runs the chosen benchmark.
+/// Installs what the chosen benchmark needs, then runs it.
 pub fn run(args: &BenchArgs) -> Result<ExitCode> {
+    let needs = match &args.what {
+        What::Player(_) => &crate::deps::BENCH_PLAYER,
+        What::Hackbench(_) => &crate::deps::BENCH_HACKBENCH,
+    };
+    if let Err(e) = crate::deps::ensure(needs) {
+        return Ok(e.report());
+    }
     match &args.what {
         What::Player(a) => player::run(a),
         What::Hackbench(a) => hackbench::run(a),

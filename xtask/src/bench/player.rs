@@ -15,7 +15,6 @@ use anyhow::{bail, Context, Result};
 use xrunbench_soundserver::{HintedJackPcm, JackConfig, JackServer, HINTED_JACK_PCM};
 
 use super::stats::{median, wait_with_cost, ChildCost};
-use crate::deps;
 use crate::run::scenario::{SampleFormat, ToneSpec};
 use crate::util::build_release_binaries;
 
@@ -120,7 +119,6 @@ const TOOLS: [&str; 3] = ["aplay", "xrun-player alsa", "xrun-player cpal"];
 
 /// Runs the benchmark.
 pub fn run(args: &Args) -> Result<ExitCode> {
-    deps::ensure(deps::TEST_PACKAGES)?;
     let bin = build_release_binaries(&["xrunbench-player"])?.join("xrun-player");
     let server = match args.device {
         Some(_) => None,

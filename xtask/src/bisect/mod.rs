@@ -146,6 +146,10 @@ fn step(args: &BisectArgs) -> Result<u8, Stop> {
         rule.reference_mean(),
         describe_levels(rule.levels()),
     );
+    // A machine that cannot build or run the binaries fails on every
+    // commit alike: abort rather than skip.
+    crate::deps::ensure(crate::deps::for_run(args.bin_dir.is_some()))
+        .map_err(|e| abort(e.to_string()))?;
     let bins = binaries(args, scenario.configs[0].load.is_some())?;
     let lock = MachineLock::acquire().map_err(|e| skip(format!("{e:#}")))?;
     let results_root = args

@@ -120,6 +120,9 @@ pub fn run(args: &RunArgs) -> Result<ExitCode> {
         eprintln!("xtask: {line}");
     }
     let scenario = checked.scenario;
+    if let Err(e) = crate::deps::ensure(crate::deps::for_run(args.bin_dir.is_some())) {
+        return Ok(e.report());
+    }
     let needs_load = scenario.configs.iter().any(|c| c.load.is_some());
     let bins = match binaries(args, needs_load) {
         Ok(b) => b,
