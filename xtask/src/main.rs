@@ -4,6 +4,7 @@
 
 mod bench;
 mod bisect;
+mod board;
 mod compare;
 mod deps;
 mod plot;
@@ -36,6 +37,9 @@ enum Verb {
     Run(run::RunArgs),
     /// Restore knobs left changed by a killed run (replays its journal).
     Restore(run::RestoreArgs),
+    /// Board binaries: `board build` cross-builds them for aarch64, armv7
+    /// (and x86_64).
+    Board(board::BoardArgs),
     /// Compare run directories: mmtests-style table with significance.
     Compare(compare::CompareArgs),
     /// SVG plots of a run directory (fill CDF, underrun gaps, hackbench).
@@ -64,6 +68,7 @@ fn main() -> std::process::ExitCode {
         Verb::Bench(args) => bench::run(&args),
         Verb::Run(args) => run::run(&args),
         Verb::Restore(args) => run::restore(&args),
+        Verb::Board(args) => board::run(&args),
         Verb::Compare(args) => compare::run(&args),
         Verb::Plot(args) => plot::run(&args),
         Verb::Bisect(args) => bisect::run(&args),
