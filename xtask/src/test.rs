@@ -99,7 +99,7 @@ pub fn lint(_args: &LintArgs) -> Result<ExitCode> {
 
 /// The board architectures the suite builds and runs under qemu: those
 /// cross-built here (both, on an x86_64 machine).
-fn board_arches() -> Vec<Arch> {
+pub fn board_arches() -> Vec<Arch> {
     [Arch::Aarch64, Arch::Armv7]
         .into_iter()
         .filter(|a| a.is_cross())
@@ -132,7 +132,7 @@ pub fn run(args: &TestArgs) -> Result<ExitCode> {
         eprintln!("xtask test: {e:#}");
         failed.push("doc tests".to_string());
     }
-    failed.extend(board_stage()?);
+    failed.extend(board_stage(&board_arches())?);
     if !failed.is_empty() {
         bail!("failed: {}", failed.join("; "));
     }
@@ -159,12 +159,11 @@ fn outcome(name: &str, result: Result<()>) -> Option<String> {
 /// within their size budgets, run under qemu-user; the board crates' unit
 /// tests under qemu; and the older-glibc build (zig), which must need no
 /// glibc newer than it was asked for. Returns the names of failed checks.
-fn board_stage() -> Result<Vec<String>> {
-    let arches = board_arches();
+pub fn board_stage(arches: &[Arch]) -> Result<Vec<String>> {
     let scratch = board::build::board_dir().join(format!("test.{}", std::process::id()));
     let mut failed = Vec::new();
     let request = Request {
-        arches: arches.clone(),
+        arches: arches.to_vec(),
         out: None,
         glibc: None,
     };
@@ -198,15 +197,15 @@ fn board_stage() -> Result<Vec<String>> {
         "board crates' unit tests under qemu",
         qemu::unit_tests(&built, &scratch),
     ));
-    failed.extend(older_glibc_check(&scratch));
+    failed.extend(older_glibc_check(arches, &scratch));
     let _ = std::fs::remove_dir_all(&scratch);
     Ok(failed)
 }
 
 /// `board build --glibc 2.28` for aarch64: its binaries need no newer
 /// glibc, and still run.
-fn older_glibc_check(scratch: &std::path::Path) -> Vec<String> {
-    let Some(arch) = board_arches().first().copied() else {
+fn older_glibc_check(arches: &[Arch], scratch: &std::path::Path) -> Vec<String> {
+    let Some(arch) = arches.first().copied() else {
         return vec![];
     };
     let glibc: GlibcVersion = "2.28".parse().expect("a version");

@@ -306,22 +306,22 @@ pub fn report(built: &[Built]) -> String {
     let mut s = String::new();
     let _ = writeln!(
         s,
-        "{:<8} {:<15} {:>8} {:>7}  {:<6} needs (versioned)",
-        "arch", "binary", "stripped", "budget", "glibc"
+        "{:<8} {:<15} {:>8} {:>7}  {:<9} needs (versioned symbols)",
+        "arch", "binary", "stripped", "budget", "min glibc"
     );
     for b in built {
         for bin in &b.binaries {
-            let _ = writeln!(
-                s,
-                "{:<8} {:<15} {:>8} {:>7}{} {:<6} {}",
+            let line = format!(
+                "{:<8} {:<15} {:>8} {:>7}{} {:<9} {}",
                 b.arch.name(),
                 bin.spec.name,
                 megabytes(bin.size),
                 format!("{:.0} MB", bin.spec.budget as f64 / 1e6),
                 if bin.within_budget() { " " } else { "!" },
-                bin.glibc.map_or("-".to_string(), |g| format!(">= {g}")),
+                bin.glibc.map_or("-".to_string(), |g| g.to_string()),
                 bin.libraries.join(" ")
             );
+            let _ = writeln!(s, "{}", line.trim_end());
         }
     }
     for b in built {
@@ -406,7 +406,7 @@ mod tests {
             ),
             "{text}"
         );
-        assert!(text.contains("1.00 MB    1 MB! -"), "{text}");
+        assert!(text.contains("1.00 MB    1 MB! -\n"), "{text}");
         assert!(
             text.ends_with("over budget (!): xrun-hackbench (armv7)\n"),
             "{text}"

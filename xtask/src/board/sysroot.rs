@@ -253,6 +253,7 @@ pub fn ensure(arch: Arch, board_dir: &Path) -> Result<PathBuf> {
     let work = board_dir.join(format!("sysroot-{}.{}", arch.debian(), std::process::id()));
     let made = make(arch, &source, &work);
     let result = made.and_then(|()| {
+        fs::create_dir_all(board_dir.join("sysroot"))?;
         match fs::rename(work.join("root"), &dir) {
             Ok(()) => Ok(()),
             // Another xtask finished the same sysroot first: use theirs.
