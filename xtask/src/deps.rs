@@ -184,7 +184,7 @@ pub const BOARD_SYSROOT: Group = Group {
     packages: &[
         pkg(
             "apt",
-            "apt-get download (private state) and apt-config (the machine's proxy)",
+            "apt-get download, apt-cache (private state), apt-config (the machine's proxy)",
         ),
         pkg(
             "dpkg",
@@ -247,6 +247,11 @@ pub mod started {
     /// Reads the machine's apt proxy settings.
     pub const APT_CONFIG: Program = Program {
         name: "apt-config",
+        package: "apt",
+    };
+    /// Tells a real package from a virtual one in the private apt state.
+    pub const APT_CACHE: Program = Program {
+        name: "apt-cache",
         package: "apt",
     };
     /// The linker rustc runs for aarch64.
@@ -368,6 +373,7 @@ pub const BOARD_BUILD: Needs = Needs {
     starts: &[&[
         started::DPKG,
         started::APT_CONFIG,
+        started::APT_CACHE,
         started::AARCH64_GCC,
         started::ARMV7_GCC,
         started::PYTHON3,
@@ -447,6 +453,7 @@ pub const TEST: Needs = Needs {
         &[
             started::DPKG,
             started::APT_CONFIG,
+            started::APT_CACHE,
             started::AARCH64_GCC,
             started::ARMV7_GCC,
             started::PYTHON3,

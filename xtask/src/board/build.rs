@@ -402,7 +402,7 @@ mod tests {
         let text = report(&[built]);
         assert!(
             text.contains(
-                "armv7    xrun-player      1.14 MB    2 MB  >= 2.34 libasound.so.2 libc.so.6"
+                "armv7    xrun-player      1.14 MB    2 MB  2.34      libasound.so.2 libc.so.6"
             ),
             "{text}"
         );

@@ -26,10 +26,27 @@ use anyhow::{bail, Context, Result};
 use super::arch::Arch;
 use crate::util::{is_root, run_checked};
 
-/// The board packages unpacked into the sysroot: libasound and its headers
+/// The board packages unpacked into the sysroot, each as the names it has
+/// had (the first one the archive has is taken): libasound and its headers
 /// (pkg-config finds `alsa.pc` there), and the runtime the binaries load
 /// under qemu (glibc's loader and libraries, libgcc_s for unwinding).
-pub const PACKAGES: [&str; 4] = ["libasound2", "libasound2-dev", "libc6", "libgcc-s1"];
+/// Debian 13 renamed libasound2 to libasound2t64 (its 64-bit `time_t`
+/// transition); `apt-get download` takes no virtual package.
+pub const PACKAGES: [&[&str]; 4] = [
+    &["libasound2t64", "libasound2"],
+    &["libasound2-dev"],
+    &["libc6"],
+    &["libgcc-s1"],
+];
+
+/// The packages' names, for messages.
+fn package_names() -> String {
+    PACKAGES
+        .iter()
+        .map(|alts| alts.join("|"))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
 
 /// The file in a finished sysroot that lists the packages in it.
 const MANIFEST: &str = "xrunbench-sysroot.txt";
@@ -243,7 +260,7 @@ pub fn ensure(arch: Arch, board_dir: &Path) -> Result<PathBuf> {
     eprintln!(
         "xtask: fetching the {} libraries ({}) from {} (the machine's source in {}) into {}",
         arch.debian(),
-        PACKAGES.join(" "),
+        package_names(),
         source.uris.join(" "),
         source.origin.display(),
         dir.display()
@@ -287,8 +304,12 @@ fn make(arch: Arch, source: &AptSource, work: &Path) -> Result<()> {
             source.origin.display()
         )
     })?;
-    run_checked(apt(&["-qq", "download"]).args(PACKAGES).current_dir(&debs))
-        .with_context(|| format!("downloading {} for {}", PACKAGES.join(" "), arch.debian()))?;
+    let chosen: Vec<&str> = PACKAGES
+        .iter()
+        .map(|alts| first_real_package(&config, alts))
+        .collect();
+    run_checked(apt(&["-qq", "download"]).args(&chosen).current_dir(&debs))
+        .with_context(|| format!("downloading {} for {}", chosen.join(" "), arch.debian()))?;
     let mut names: Vec<String> = fs::read_dir(&debs)?
         .filter_map(|e| e.ok())
         .map(|e| e.file_name().to_string_lossy().into_owned())
@@ -305,6 +326,26 @@ fn make(arch: Arch, source: &AptSource, work: &Path) -> Result<()> {
     }
     fs::write(root.join(MANIFEST), names.join("\n") + "\n")?;
     Ok(())
+}
+
+/// The first of `names` that the private state's archive has as a real
+/// package (not only one another package provides); the last one when
+/// none is, so that `apt-get download` names it in its error.
+fn first_real_package(apt_config: &Path, names: &[&'static str]) -> &'static str {
+    let real = |name: &str| {
+        Command::new("apt-cache")
+            .env("APT_CONFIG", apt_config)
+            .args(["show", "--no-all-versions", name])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success())
+    };
+    names
+        .iter()
+        .copied()
+        .find(|n| real(n))
+        .unwrap_or(names[names.len() - 1])
 }
 
 /// Writes a private apt state in `dir` with one source, `source` for
