@@ -162,41 +162,46 @@ fn outcome(name: &str, result: Result<()>) -> Option<String> {
 pub fn board_stage(arches: &[Arch]) -> Result<Vec<String>> {
     let scratch = board::build::board_dir().join(format!("test.{}", std::process::id()));
     let mut failed = Vec::new();
-    let request = Request {
-        arches: arches.to_vec(),
-        out: None,
-        glibc: None,
-    };
-    let built = match board::build::build(&request) {
-        Ok(b) => b,
-        Err(e) => {
-            // Nothing else of the stage can run without the binaries.
-            failed.extend(outcome("cross build", Err(e)));
-            return Ok(failed);
+    // One architecture at a time, so that one that does not compile (a
+    // 32-bit break) does not hide the other's results. Host build scripts
+    // are built once and shared.
+    for &arch in arches {
+        let request = Request {
+            arches: vec![arch],
+            out: None,
+            glibc: None,
+        };
+        let built = match board::build::build(&request) {
+            Ok(b) => b,
+            Err(e) => {
+                // Nothing else can run for it without its binaries.
+                failed.extend(outcome(&format!("{arch} build"), Err(e)));
+                continue;
+            }
+        };
+        eprint!("{}", board::build::report(&built));
+        for b in &built {
+            for bin in &b.binaries {
+                let name = format!(
+                    "{} {} within {} bytes",
+                    b.arch, bin.spec.name, bin.spec.budget
+                );
+                let result = if bin.within_budget() {
+                    Ok(())
+                } else {
+                    Err(anyhow::anyhow!("{} bytes stripped", bin.size))
+                };
+                failed.extend(outcome(&name, result));
+            }
+            for (name, result) in qemu::smoke(b, &scratch)? {
+                failed.extend(outcome(&name, result));
+            }
         }
-    };
-    eprint!("{}", board::build::report(&built));
-    for b in &built {
-        for bin in &b.binaries {
-            let name = format!(
-                "{} {} within {} bytes",
-                b.arch, bin.spec.name, bin.spec.budget
-            );
-            let result = if bin.within_budget() {
-                Ok(())
-            } else {
-                Err(anyhow::anyhow!("{} bytes stripped", bin.size))
-            };
-            failed.extend(outcome(&name, result));
-        }
-        for (name, result) in qemu::smoke(b, &scratch)? {
-            failed.extend(outcome(&name, result));
-        }
+        failed.extend(outcome(
+            &format!("{arch} board crates' unit tests under qemu"),
+            qemu::unit_tests(&built, &scratch),
+        ));
     }
-    failed.extend(outcome(
-        "board crates' unit tests under qemu",
-        qemu::unit_tests(&built, &scratch),
-    ));
     failed.extend(older_glibc_check(arches, &scratch));
     let _ = std::fs::remove_dir_all(&scratch);
     Ok(failed)
