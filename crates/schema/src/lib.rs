@@ -13,11 +13,13 @@
 pub mod doc;
 pub mod hackbench;
 pub mod player;
+pub mod probe;
 pub mod trial;
 pub mod vocab;
 
 pub use hackbench::HackbenchReport;
 pub use player::PlayerReport;
+pub use probe::{CheckReport, Probe};
 pub use trial::{TrialRecord, TrialSpec};
 pub use vocab::{Backend, CpalHost, CpuList, Priority, SampleFormat};
 
