@@ -162,10 +162,9 @@ fn trial(
 ) -> Result<(), Stop> {
     let machine = &opts.machine;
     let lock = MachineLock::acquire(&machine.lock_path, |holder| {
-        phase(
-            stem,
-            format_args!("waiting for the machine lock (held by pid {holder})"),
-        );
+        say(format_args!(
+            "waiting for the machine lock (held by pid {holder}) before trial {stem}"
+        ));
     })?;
     let replay = journal::replay_all(machine, &lock);
     for line in &replay.lines {
@@ -184,13 +183,10 @@ fn trial(
     let load_json = work.path.join(format!(".{stem}.load.json"));
     let duration_s = spec.duration_us as f64 / 1e6;
     let player_args = spec.player.to_args(&audio.path, duration_s, &player_json);
-    let load_args = spec.load.as_ref().map(|l| {
-        // We stop it with SIGTERM when the player is done; the duration is
-        // only a backstop so that it ends by itself should we be SIGKILLed.
-        let busy_us = spec.warmup_us + l.start_delay_us + spec.duration_us;
-        l.hackbench
-            .to_args(busy_us.div_ceil(1_000_000) + 30, &load_json)
-    });
+    let load_args = spec
+        .load
+        .as_ref()
+        .map(|l| l.to_args(spec.warmup_us, spec.duration_us, &load_json));
     let bins = Binaries::find(&opts.bin_dir, load_args.is_some())?;
     record.player_command = command_line(&bins.player, &player_args);
     record.load_command = load_args.as_ref().map(|a| command_line(&bins.hackbench, a));
