@@ -506,9 +506,18 @@ fn move_aside(dir: &Path, path: &Path, why: &str) -> String {
     }
 }
 
-/// Whether a process with this pid exists.
+/// Whether a process with this pid runs. A zombie does not: a SIGKILLed
+/// trial whose parent died too may wait a long time for a reaper (in a
+/// container, PID 1 often reaps nobody).
 fn alive(pid: u32) -> bool {
-    Path::new("/proc").join(pid.to_string()).exists()
+    let Ok(stat) = fs::read_to_string(Path::new("/proc").join(pid.to_string()).join("stat")) else {
+        return false;
+    };
+    // `pid (comm) STATE …`: the comm may hold anything, so read after ')'.
+    let state = stat
+        .rsplit_once(')')
+        .and_then(|(_, rest)| rest.split_whitespace().next());
+    !matches!(state, Some("Z" | "X"))
 }
 
 /// Removes `.NAME.tmp-PID` files an atomic write of a dead process left.

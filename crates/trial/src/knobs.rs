@@ -350,9 +350,9 @@ pub fn check(w: &KnobWrite, roots: &KnobRoots) -> Result<(), KnobError> {
     Ok(())
 }
 
-/// Opens a knob file for writing: never creates it (a knob that vanished
-/// must not become a regular file) and never follows a symlink in its
-/// last component.
+/// Opens a knob file for writing without changing it: never creates it (a
+/// knob that vanished must not become a regular file) and never follows a
+/// symlink in its last component.
 fn open_for_writing(path: &Path) -> std::io::Result<File> {
     OpenOptions::new()
         .write(true)
@@ -393,7 +393,14 @@ pub fn write_value(w: &KnobWrite, value: &str) -> Result<(), KnobError> {
         path: w.path.display().to_string(),
         cause,
     };
-    let mut f = open_for_writing(&w.path).map_err(io)?;
+    // Truncating, as `echo VALUE > FILE` does (procfs and sysfs ignore it;
+    // a shorter value must not leave the tail of a longer one elsewhere).
+    let mut f = OpenOptions::new()
+        .write(true)
+        .truncate(true)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(&w.path)
+        .map_err(io)?;
     f.write_all(format!("{value}\n").as_bytes()).map_err(io)
 }
 

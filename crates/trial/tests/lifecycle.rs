@@ -496,6 +496,9 @@ fn a_trial_on_a_private_knob_tree_reads_back_and_restores() {
 
 #[test]
 fn runs_from_a_spec_file_with_only_the_three_binaries_and_a_clean_path() {
+    // A real trial replays the machine's journals first: not while another
+    // test holds one on purpose.
+    let _g = knob_lock();
     let board = tempfile::tempdir().unwrap();
     for b in ["xrun-trial", "xrun-player", "xrun-hackbench"] {
         std::fs::copy(bin_dir().join(b), board.path().join(b)).unwrap();
