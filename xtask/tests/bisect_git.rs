@@ -184,8 +184,8 @@ fn usage_errors_abort_the_bisection_and_bad_scenarios_skip() {
     .unwrap();
     for k in 1..=2 {
         let mut v: serde_json::Value = serde_json::from_str(&template).unwrap();
-        v["config"] = "player".into();
-        v["k"] = k.into();
+        v["trial"]["config"] = "player".into();
+        v["trial"]["k"] = k.into();
         std::fs::write(
             base.join("trials").join(format!("player-{k}.json")),
             v.to_string(),
@@ -202,6 +202,8 @@ fn usage_errors_abort_the_bisection_and_bad_scenarios_skip() {
         .arg(tmp.path().join("k.toml"))
         .arg("--baseline")
         .arg(&base)
+        .arg("--bin-dir")
+        .arg(support::bin_dir())
         .output()
         .unwrap();
     let err = String::from_utf8_lossy(&o.stderr);
