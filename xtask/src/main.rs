@@ -8,6 +8,7 @@ mod compare;
 mod deps;
 mod plot;
 mod run;
+mod target;
 mod test;
 mod util;
 
@@ -34,7 +35,7 @@ enum Verb {
     Bench(bench::BenchArgs),
     /// Run a scenario file (configurations × trials).
     Run(run::RunArgs),
-    /// Restore knobs left changed by a killed run (replays its journal).
+    /// Restore knobs a killed trial left changed (`xrun-trial restore`).
     Restore(run::RestoreArgs),
     /// Compare run directories: mmtests-style table with significance.
     Compare(compare::CompareArgs),

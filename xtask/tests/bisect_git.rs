@@ -363,6 +363,8 @@ fn usage_errors_abort_the_bisection_and_bad_scenarios_skip() {
         .arg(tmp.path().join("k.toml"))
         .arg("--baseline")
         .arg(&base)
+        .arg("--bin-dir")
+        .arg(support::bin_dir())
         .output()
         .unwrap();
     let err = String::from_utf8_lossy(&o.stderr);
