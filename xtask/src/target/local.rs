@@ -40,7 +40,10 @@ impl Target for Local {
 
     fn xrun_trial(&self, args: &[&str]) -> Command {
         let mut cmd = Command::new(self.bin_dir.join("xrun-trial"));
-        cmd.args(args);
+        // Named explicitly rather than found beside xrun-trial's own
+        // executable: a wrapper script in bin_dir (tests, a user's own
+        // build of one binary) must still bring its siblings along.
+        cmd.arg("--bin-dir").arg(&self.bin_dir).args(args);
         cmd
     }
 
