@@ -9,6 +9,7 @@ mod compare;
 mod deps;
 mod plot;
 mod run;
+mod target;
 mod test;
 mod util;
 
@@ -35,7 +36,7 @@ enum Verb {
     Bench(bench::BenchArgs),
     /// Run a scenario file (configurations × trials).
     Run(run::RunArgs),
-    /// Restore knobs left changed by a killed run (replays its journal).
+    /// Restore knobs a killed trial left changed (`xrun-trial restore`).
     Restore(run::RestoreArgs),
     /// Board binaries: `board build` cross-builds them for aarch64, armv7
     /// (and x86_64).

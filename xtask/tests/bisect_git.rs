@@ -60,10 +60,12 @@ fn builds(repo: &Path, real: &Path, stalls: bool) {
     let bin = repo.join("bin");
     std::fs::create_dir_all(&bin).unwrap();
     let quoted = |name: &str| format!("'{}'", real.join(name).display());
-    write_script(
-        &bin.join("xrun-hackbench"),
-        &format!("exec {} \"$@\"\n", quoted("xrun-hackbench")),
-    );
+    for unchanged in ["xrun-hackbench", "xrun-trial"] {
+        write_script(
+            &bin.join(unchanged),
+            &format!("exec {} \"$@\"\n", quoted(unchanged)),
+        );
+    }
     let player = if stalls {
         format!(
             r#"{} "$@" &
@@ -96,7 +98,7 @@ fn commit(repo: &Path, note: &str) -> String {
     git(repo, &["rev-parse", "HEAD"])
 }
 
-/// Release xrun-player and xrun-hackbench. XRUNBENCH_BIN_DIR: prebuilt
+/// Release xrun-player, xrun-hackbench and xrun-trial. XRUNBENCH_BIN_DIR: prebuilt
 /// ones (e.g. while the player crate is mid-change in a shared tree); else
 /// built as the runner's tests do.
 fn real_bins() -> PathBuf {
@@ -363,6 +365,8 @@ fn usage_errors_abort_the_bisection_and_bad_scenarios_skip() {
         .arg(tmp.path().join("k.toml"))
         .arg("--baseline")
         .arg(&base)
+        .arg("--bin-dir")
+        .arg(support::bin_dir())
         .output()
         .unwrap();
     let err = String::from_utf8_lossy(&o.stderr);

@@ -97,10 +97,10 @@ fn run_dir_with(
 
 fn record(config: &str, k: u32, t: &T) -> Value {
     let mut v = template();
-    v["scenario"] = json!("synthetic");
-    v["config"] = json!(config);
-    v["k"] = json!(k);
-    v["kernel"] = json!("6.6.0-test");
+    v["trial"]["scenario"] = json!("synthetic");
+    v["trial"]["config"] = json!(config);
+    v["trial"]["k"] = json!(k);
+    v["machine"]["kernel_release"] = json!("6.6.0-test");
     let p = &mut v["player"];
     p["wall_seconds"] = json!(10.0);
     p["audio_seconds"] = json!(10.0);
@@ -599,4 +599,28 @@ fn plot_writes_svgs() {
         let svg = std::fs::read_to_string(dir.join("plots").join(f)).unwrap();
         assert!(svg.contains("<svg") && svg.contains("baseline"), "{f}");
     }
+}
+
+#[test]
+fn failed_interrupted_and_lost_trials_stay_out_of_the_table() {
+    let (_tmp, dir) = golden_run(2);
+    let before = stdout(&xtask(&["compare", dir.to_str().unwrap()]));
+    let trials = dir.join("trials");
+    // A record whose trial could not run: in the run's log, not measured.
+    let mut failed = record("baseline", 6, &trial(9.0, 6));
+    failed["outcome"] = json!({ "status": "failed", "reason": "xrun-player could not open hw:9" });
+    failed["player"] = Value::Null;
+    std::fs::write(trials.join("baseline-6.failed.json"), failed.to_string()).unwrap();
+    // The same outcome under a measurement's name still does not count.
+    std::fs::write(trials.join("baseline-7.json"), failed.to_string()).unwrap();
+    let mut interrupted = record("patched", 6, &trial(9.0, 6));
+    interrupted["outcome"] = json!({ "status": "interrupted", "by": "SIGINT" });
+    std::fs::write(trials.join("patched-6.json"), interrupted.to_string()).unwrap();
+    std::fs::write(
+        trials.join("patched-7.lost.json"),
+        r#"{"schema": "xrunbench.lost-trial/1"}"#,
+    )
+    .unwrap();
+    let after = stdout(&xtask(&["compare", dir.to_str().unwrap()]));
+    assert_eq!(before, after);
 }

@@ -1,6 +1,7 @@
 //! `cargo xtask bisect SCENARIO --baseline RUN_DIR`: one step of
 //! `git bisect run`. Runs trials of the scenario's configuration one at a
-//! time (knobs journaled and restored by the runner's trial code), tests
+//! time (each by `xrun-trial` on the target, in the run session `run`
+//! uses: knobs journaled, read back and restored there), tests
 //! them against the baseline's trials after each one with the sequential
 //! rule of [`rule`], and exits as git bisect wants:
 //!
@@ -17,18 +18,15 @@
 pub mod rule;
 pub mod sim;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::time::SystemTime;
 
 use self::rule::{Decision, Rule};
 use crate::compare::load::RunDir;
 use crate::compare::metrics::Metric;
-use crate::run::journal::{self, MachineLock};
-use crate::run::knobs::SysPaths;
 use crate::run::plan::PlannedTrial;
-use crate::run::trial::{self, Binaries, TrialContext, TrialEnd};
-use crate::run::{fingerprint, scenario, signals, store, validate, Outcome, RunManifest};
+use crate::run::session::{Session, SessionArgs, SetupError, TrialEnd};
+use crate::run::{scenario, signals, store, Outcome};
 
 /// git bisect: good.
 const EXIT_GOOD: u8 = 0;
@@ -73,7 +71,8 @@ pub struct BisectArgs {
     /// Where the step's run directory goes (default: <workspace>/results).
     #[arg(long, value_name = "DIR")]
     pub results_dir: Option<PathBuf>,
-    /// Use xrun-player and xrun-hackbench from DIR instead of building them.
+    /// Use xrun-trial, xrun-player and xrun-hackbench from DIR instead of
+    /// building them.
     #[arg(long, value_name = "DIR")]
     pub bin_dir: Option<PathBuf>,
 }
@@ -117,13 +116,25 @@ fn step(args: &BisectArgs) -> Result<u8, Stop> {
     let base_config = baseline_config(args, &base, &config)?;
     check_same_scenario(args, &base, &base_config, &scenario, &config)?;
     let baseline = baseline_values(args, &base, &base_config)?;
-    let checked = validate::check_system(
+    // A machine that cannot build or run the binaries fails on every
+    // commit alike: abort rather than skip.
+    crate::deps::ensure(crate::deps::for_run(args.bin_dir.is_some()))
+        .map_err(|e| abort(e.to_string()))?;
+    let session = match Session::open(SessionArgs {
+        file,
         scenario,
-        std::slice::from_ref(&config),
-        &SysPaths::default(),
-    )
-    .map_err(|lines| skip(lines.join("; ")))?;
-    let scenario = checked.scenario;
+        only: std::slice::from_ref(&config),
+        bin_dir: args.bin_dir.clone(),
+        read_only: false,
+    }) {
+        Ok(s) => s,
+        Err(SetupError::BadInput(lines)) => return Err(skip(lines.join("; "))),
+        Err(SetupError::Interrupted(_)) => {
+            return Err(Stop(EXIT_INTERRUPTED, "stopped by a signal".into()))
+        }
+        Err(SetupError::Failed(e)) => return Err(skip(format!("{e:#}"))),
+    };
+    let scenario = &session.scenario;
     let resolution = args.metric.resolution(scenario.duration.as_secs_f64());
     let rule = Rule::new(
         &baseline,
@@ -146,49 +157,18 @@ fn step(args: &BisectArgs) -> Result<u8, Stop> {
         rule.reference_mean(),
         describe_levels(rule.levels()),
     );
-    // A machine that cannot build or run the binaries fails on every
-    // commit alike: abort rather than skip.
-    crate::deps::ensure(crate::deps::for_run(args.bin_dir.is_some()))
-        .map_err(|e| abort(e.to_string()))?;
-    let bins = binaries(args, scenario.configs[0].load.is_some())?;
-    let lock = MachineLock::acquire().map_err(|e| skip(format!("{e:#}")))?;
     let results_root = args
         .results_dir
         .clone()
         .unwrap_or_else(store::default_results_root);
-    for line in
-        journal::replay_leftovers(&results_root, &lock).map_err(|e| skip(format!("{e:#}")))?
-    {
-        eprintln!("xtask: {line}");
-    }
-    let audio =
-        crate::run::PreparedAudio::prepare(&scenario).map_err(|e| skip(format!("{e:#}")))?;
     let run_dir = store::create_run_dir(&results_root, &scenario.name, Some("bisect"))
         .map_err(|e| skip(format!("{e:#}")))?;
-    let mut manifest = RunManifest {
-        schema: crate::run::RUN_SCHEMA.into(),
-        started_at: store::rfc3339(SystemTime::now()),
-        label: Some("bisect".into()),
-        scenario_file: file,
-        scenario: scenario.clone(),
-        skipped: checked.skipped.clone(),
-        plan: Vec::new(),
-        fingerprint: fingerprint::collect(),
-        outcome: None,
-    };
-    let write_manifest = |m: &RunManifest| {
+    let mut manifest = session.manifest(Some("bisect".into()), Vec::new());
+    let write_manifest = |m: &crate::run::RunManifest| {
         store::write_json(&run_dir.join("run.json"), m).map_err(|e| skip(format!("{e:#}")))
     };
     write_manifest(&manifest)?;
-    let ctx = TrialContext {
-        scenario: &scenario,
-        sys: &SysPaths::default(),
-        run_dir: &run_dir,
-        bins: &bins,
-        wavs: &audio.files,
-        lock: &lock,
-    };
-    let result = trials(&ctx, args, &rule, &config);
+    let result = trials(&session, &run_dir, args, &rule, &config);
     manifest.outcome = Some(match &result {
         Ok(_) => Outcome::Completed,
         Err(Stop(EXIT_INTERRUPTED, _)) => Outcome::Interrupted {
@@ -328,28 +308,10 @@ fn baseline_values(args: &BisectArgs, base: &RunDir, name: &str) -> Result<Vec<f
     Ok(values)
 }
 
-fn binaries(args: &BisectArgs, needs_load: bool) -> Result<Binaries, Stop> {
-    let dir = match &args.bin_dir {
-        Some(d) => d.clone(),
-        None => crate::util::build_release_binaries(&["xrunbench-player", "xrunbench-hackbench"])
-            .map_err(|e| skip(format!("building the board binaries: {e:#}")))?,
-    };
-    let bins = Binaries {
-        player: dir.join("xrun-player"),
-        hackbench: dir.join("xrun-hackbench"),
-    };
-    if !bins.player.is_file() || (needs_load && !bins.hackbench.is_file()) {
-        return Err(skip(format!(
-            "xrun-player or xrun-hackbench missing in {}",
-            dir.display()
-        )));
-    }
-    Ok(bins)
-}
-
 /// Runs trials until the rule decides; prints one line per trial.
 fn trials(
-    ctx: &TrialContext<'_>,
+    session: &Session,
+    run_dir: &Path,
     args: &BisectArgs,
     rule: &Rule,
     config: &str,
@@ -365,7 +327,7 @@ fn trials(
             config_name: config.to_string(),
             k: k as u32,
         };
-        let record = match trial::run_trial(ctx, &planned) {
+        let record = match session.run_trial(&planned, run_dir, &mut |_| {}) {
             Ok(TrialEnd::Done(r)) => r,
             Ok(TrialEnd::Interrupted) => {
                 return Err(Stop(
@@ -373,13 +335,12 @@ fn trials(
                     "stopped by a signal; knobs restored".into(),
                 ))
             }
-            Err(e) => return Err(skip(format!("trial {k} failed: {e:#}"))),
+            Ok(TrialEnd::Failed(why)) => {
+                return Err(skip(format!("trial {k} could not run: {why}")))
+            }
+            Ok(TrialEnd::Lost(why)) => return Err(skip(format!("trial {k} was lost: {why}"))),
+            Err(e) => return Err(skip(format!("trial {k}: {e:#}"))),
         };
-        let path = ctx
-            .run_dir
-            .join("trials")
-            .join(format!("{}.json", planned.stem()));
-        store::write_json(&path, &record).map_err(|e| skip(format!("{e:#}")))?;
         let Some(v) = args.metric.of(&record) else {
             return Err(skip(format!("trial {k} has no {}", args.metric.label())));
         };

@@ -43,6 +43,11 @@ pub const BINARIES: &[BoardBinary] = &[
         name: "xrun-hackbench",
         budget: 1_000_000,
     },
+    BoardBinary {
+        package: "xrunbench-trial",
+        name: "xrun-trial",
+        budget: 1_000_000,
+    },
 ];
 
 /// The crates that run on the board (their unit tests run under qemu).
@@ -51,6 +56,7 @@ pub const BOARD_CRATES: &[&str] = &[
     "xrunbench-wav",
     "xrunbench-player",
     "xrunbench-hackbench",
+    "xrunbench-trial",
 ];
 
 /// Arguments of `cargo xtask board build`.

@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, ensure, Context, Result};
 use xrunbench_schema::player::{EndReason, PlayerReport};
+use xrunbench_schema::probe::{Probe, PROBE_SCHEMA};
 use xrunbench_schema::trial::ToneSpec;
 
 use super::arch::Arch;
@@ -221,6 +222,7 @@ pub fn smoke(built: &Built, scratch: &Path) -> Result<Vec<CheckResult>> {
     };
     let hackbench = binary("xrun-hackbench")?;
     let player = binary("xrun-player")?;
+    let trial = binary("xrun-trial")?;
     let run = |program: &Path, args: &[&str]| -> Result<String> {
         let mut cmd = emu.command(program);
         cmd.args(args).env("ALSA_CONFIG_PATH", &alsa_conf);
@@ -272,7 +274,30 @@ pub fn smoke(built: &Built, scratch: &Path) -> Result<Vec<CheckResult>> {
         )?;
         check_player_report(&out, "alsa", "null", 1.0)
     });
+    check("xrun-trial probe", &|| {
+        check_probe(&run(&trial, &["probe"])?, built.arch, &built.dir)
+    });
     Ok(results)
+}
+
+/// Checks `xrun-trial probe`'s document: ours, from a machine of `arch`
+/// (qemu-user reports the emulated one), and finding its two siblings in
+/// `dir`.
+fn check_probe(json: &str, arch: Arch, dir: &Path) -> Result<()> {
+    let p: Probe = serde_json::from_str(json).with_context(|| format!("probe {json:?}"))?;
+    ensure!(p.schema == PROBE_SCHEMA, "schema {:?}", p.schema);
+    ensure!(
+        Arch::from_uname_machine(&p.machine.arch) == Some(arch),
+        "machine.arch {:?} is not {arch}",
+        p.machine.arch
+    );
+    let canonical = |d: &Path| fs::canonicalize(d).unwrap_or_else(|_| d.to_path_buf());
+    ensure!(
+        canonical(&p.binaries.dir) == canonical(dir) && p.binaries.player && p.binaries.hackbench,
+        "xrun-player and xrun-hackbench not found beside xrun-trial: {:?}",
+        p.binaries
+    );
+    Ok(())
 }
 
 /// A file on tmpfs, removed on drop.

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
-use crate::run::trial::{TrialRecord, TRIAL_SCHEMA};
+use xrunbench_schema::trial::{TrialRecord, TRIAL_SCHEMA};
 
 /// A bad run directory or trial file: one line for the user (exit 2).
 #[derive(Debug, thiserror::Error)]
@@ -28,7 +28,7 @@ pub struct RunDir {
     pub machine: Option<String>,
     /// Configuration names in scenario order.
     pub configs: Vec<String>,
-    /// Every trial record.
+    /// Every measured trial record (outcome `ran`).
     pub records: Vec<TrialRecord>,
 }
 
@@ -72,14 +72,14 @@ impl RunDir {
         // append in name order so the table is still complete.
         let mut extra: Vec<String> = records
             .iter()
-            .map(|r| r.config.clone())
+            .map(|r| r.trial.config.clone())
             .filter(|c| !configs.contains(c))
             .collect();
         extra.sort();
         extra.dedup();
         configs.extend(extra);
-        configs.retain(|c| records.iter().any(|r| &r.config == c));
-        let scenario = records[0].scenario.clone();
+        configs.retain(|c| records.iter().any(|r| &r.trial.config == c));
+        let scenario = records[0].trial.scenario.clone();
         let trial_seconds = manifest
             .as_ref()
             .and_then(|m| m.pointer("/scenario/duration"))
@@ -103,8 +103,12 @@ impl RunDir {
 
     /// This configuration's records, in trial order.
     pub fn trials_of(&self, config: &str) -> Vec<&TrialRecord> {
-        let mut v: Vec<&TrialRecord> = self.records.iter().filter(|r| r.config == config).collect();
-        v.sort_by_key(|r| r.k);
+        let mut v: Vec<&TrialRecord> = self
+            .records
+            .iter()
+            .filter(|r| r.trial.config == config)
+            .collect();
+        v.sort_by_key(|r| r.trial.k);
         v
     }
 }
@@ -146,11 +150,19 @@ fn load_trials(dir: &Path) -> Result<Vec<TrialRecord>, LoadError> {
         .map(|e| e.path())
         .filter(|p| {
             let name = p.file_name().map(|n| n.to_string_lossy().into_owned());
-            name.is_some_and(|n| !n.starts_with('.') && n.ends_with(".json"))
+            name.is_some_and(|n| crate::run::store::is_measured_record_name(&n))
         })
         .collect();
     paths.sort();
-    paths.iter().map(|p| load_trial(p)).collect()
+    let records: Vec<TrialRecord> = paths
+        .iter()
+        .map(|p| load_trial(p))
+        .collect::<Result<_, _>>()?;
+    // Only measurements count; failed or interrupted trials are log entries.
+    Ok(records
+        .into_iter()
+        .filter(|r| r.measured().is_some())
+        .collect())
 }
 
 /// Reads one trial record, checking its schema first so that an old or

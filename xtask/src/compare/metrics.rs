@@ -4,7 +4,7 @@
 
 use serde::Serialize;
 
-use crate::run::trial::TrialRecord;
+use xrunbench_schema::trial::TrialRecord;
 
 /// Which way a metric improves (mmtests' `preferhigher`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -120,7 +120,7 @@ impl Metric {
     /// This metric in one trial; `None` when the trial does not have it
     /// (no load, no wake-ups recorded).
     pub fn of(self, t: &TrialRecord) -> Option<f64> {
-        let p = &t.player;
+        let p = t.measured()?;
         let minutes = playback_seconds(t) / 60.0;
         let rounds = t
             .load
@@ -156,10 +156,10 @@ impl Metric {
 
 /// Seconds the player played (wall clock; audio seconds if that is absent).
 pub fn playback_seconds(t: &TrialRecord) -> f64 {
-    if t.player.wall_seconds > 0.0 {
-        t.player.wall_seconds
-    } else {
-        t.player.audio_seconds
+    match t.measured() {
+        Some(p) if p.wall_seconds > 0.0 => p.wall_seconds,
+        Some(p) => p.audio_seconds,
+        None => 0.0,
     }
 }
 

@@ -74,7 +74,7 @@ pub fn after_run(run_dir: &std::path::Path) {
             ("comparison.json", Format::Json),
         ] {
             let body = export::exporter(format).render(&table);
-            crate::run::store::write_atomic(&run_dir.join(name), body.as_bytes())?;
+            xrunbench_schema::doc::write_atomic(&run_dir.join(name), body.as_bytes())?;
         }
         crate::plot::write_all(&dir)?;
         Ok(())
@@ -97,7 +97,10 @@ pub fn build(dirs: &[RunDir], kind: Significance, alpha: f64) -> Table {
     for d in dirs {
         for config in &d.configs {
             let trials = d.trials_of(config);
-            let mut kernels: Vec<String> = trials.iter().map(|t| t.kernel.clone()).collect();
+            let mut kernels: Vec<String> = trials
+                .iter()
+                .map(|t| t.machine.kernel_release.clone())
+                .collect();
             kernels.dedup();
             kernels.sort();
             kernels.dedup();
@@ -144,7 +147,8 @@ fn footer(dirs: &[RunDir], kind: Significance, alpha: f64) -> Footer {
         sinks: uniq(dirs.iter().flat_map(|d| {
             d.records
                 .iter()
-                .map(|r| format!("{} ({})", r.player.params.backend, r.player.params.device))
+                .filter_map(|r| r.measured())
+                .map(|p| format!("{} ({})", p.params.backend, p.params.device))
         })),
         machines: uniq(dirs.iter().filter_map(|d| d.machine.clone())),
         significance: kind,

@@ -158,9 +158,9 @@ fn fill_cdf(dir: &RunDir, path: &Path) -> Result<()> {
         .map(|c| {
             let mut merged: BTreeMap<u64, u64> = BTreeMap::new();
             let mut wakeups = 0;
-            for t in dir.trials_of(c) {
-                wakeups += t.player.fill.count;
-                for [v, n] in &t.player.fill.buckets {
+            for p in dir.trials_of(c).into_iter().filter_map(|t| t.measured()) {
+                wakeups += p.fill.count;
+                for [v, n] in &p.fill.buckets {
                     *merged.entry(*v).or_default() += n;
                 }
             }
@@ -213,7 +213,8 @@ fn gaps(dir: &RunDir, path: &Path) -> Result<()> {
             let trials = dir.trials_of(c);
             let g: Vec<f64> = trials
                 .iter()
-                .flat_map(|t| t.player.events.iter().map(|u| u.gap_ms))
+                .filter_map(|t| t.measured())
+                .flat_map(|p| p.events.iter().map(|u| u.gap_ms))
                 .collect();
             (format!("{c}: {} in {} trials", g.len(), trials.len()), g)
         })

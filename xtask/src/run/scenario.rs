@@ -11,7 +11,12 @@ use std::path::{Path, PathBuf};
 use serde::de::{self, MapAccess, Visitor};
 use serde::{Deserialize, Deserializer, Serialize};
 
-use super::units::{CpuList, Priority, Span};
+use xrunbench_schema::trial::{HackbenchArgs, HackbenchMode, HackbenchTransport, ToneSpec};
+use xrunbench_schema::{Backend, CpalHost, CpuList, Priority};
+
+pub use xrunbench_schema::trial::KnobSpec;
+
+use super::units::Span;
 
 /// A problem with the scenario file: one line, naming the file and where.
 #[derive(Debug, thiserror::Error)]
@@ -76,10 +81,14 @@ pub struct AudioSpec {
     /// Or a tone generated into /dev/shm for the run.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub generate: Option<ToneSpec>,
-    /// `alsa`, `virtual` or `auto`.
+    /// `auto`, `alsa`, `virtual` or `cpal`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub backend: Option<Backend>,
-    /// ALSA PCM name.
+    /// cpal's host with `backend = "cpal"`: `alsa` (default), `jack`,
+    /// `pulseaudio`, `pipewire`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host: Option<CpalHost>,
+    /// ALSA PCM name (with cpal: a device as `xrun-player --list-devices` names it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub device: Option<String>,
     /// Ring buffer length (aplay -B).
@@ -94,82 +103,6 @@ pub struct AudioSpec {
     /// CPU affinity of the player.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cpu: Option<CpuList>,
-}
-
-/// The player's backend.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Backend {
-    /// ALSA when the machine has a sound card, else the virtual sink.
-    #[default]
-    Auto,
-    /// An ALSA PCM.
-    Alsa,
-    /// The simulated device.
-    Virtual,
-}
-
-impl Backend {
-    /// The spelling `xrun-player --backend` takes.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Backend::Auto => "auto",
-            Backend::Alsa => "alsa",
-            Backend::Virtual => "virtual",
-        }
-    }
-}
-
-/// `generate = { … }`: a sine tone written as a WAV into /dev/shm.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ToneSpec {
-    /// Frequency, Hz (default 440).
-    #[serde(default = "default_tone_hz")]
-    pub tone_hz: f64,
-    /// Length of the file, seconds (default: the trial's duration; the
-    /// player loops the file when it is shorter).
-    #[serde(default)]
-    pub seconds: Option<f64>,
-    /// Sample rate, Hz (default 48000).
-    #[serde(default = "default_rate")]
-    pub rate: u32,
-    /// Channels (default 2).
-    #[serde(default = "default_channels")]
-    pub channels: u16,
-    /// Sample format (default `S16_LE`).
-    #[serde(default)]
-    pub format: SampleFormat,
-}
-
-fn default_tone_hz() -> f64 {
-    440.0
-}
-fn default_rate() -> u32 {
-    48_000
-}
-fn default_channels() -> u16 {
-    2
-}
-
-/// Sample formats the tone generator writes, in ALSA's spelling.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub enum SampleFormat {
-    /// Unsigned 8-bit (`U8`).
-    U8,
-    /// Signed 16-bit little endian (`S16_LE`).
-    #[default]
-    #[serde(rename = "S16_LE")]
-    S16Le,
-    /// Signed 24-bit in 3 bytes, little endian (`S24_3LE`).
-    #[serde(rename = "S24_3LE")]
-    S24Le3,
-    /// Signed 32-bit little endian (`S32_LE`).
-    #[serde(rename = "S32_LE")]
-    S32Le,
-    /// 32-bit IEEE float little endian (`FLOAT_LE`).
-    #[serde(rename = "FLOAT_LE")]
-    FloatLe,
 }
 
 /// `load = "none"` or a `[load]` table.
@@ -247,29 +180,9 @@ pub struct HackbenchSpec {
     /// `process` (default) or `thread`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mode: Option<HackbenchMode>,
-    /// `socket` (default) or `pipe`.
+    /// `socket` (default), `pipe` (`-p`) or `inet` (`-i`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub transport: Option<Transport>,
-}
-
-/// hackbench `-T` / `-P`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum HackbenchMode {
-    /// Worker processes (`-P`, rt-tests' default).
-    Process,
-    /// Worker threads (`-T`).
-    Thread,
-}
-
-/// hackbench's transport.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Transport {
-    /// Unix socket pairs (rt-tests' default).
-    Socket,
-    /// Pipes (`-p`).
-    Pipe,
+    pub transport: Option<HackbenchTransport>,
 }
 
 /// A sysctl or debugfs value: TOML strings and integers are both accepted.
@@ -382,36 +295,6 @@ pub struct Config {
     pub load: Option<Load>,
 }
 
-/// A knob setting as the scenario asks for it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "kind", rename_all = "snake_case")]
-pub enum KnobSpec {
-    /// `/proc/sys/<name with dots as slashes>`.
-    Sysctl {
-        /// Dotted name.
-        name: String,
-        /// Value to write.
-        value: String,
-    },
-    /// A word for /sys/kernel/debug/sched/features (`NEXT_BUDDY`, `NO_NEXT_BUDDY`).
-    SchedFeature {
-        /// The word as written.
-        word: String,
-    },
-    /// Another file under /sys/kernel/debug/sched/.
-    SchedDebug {
-        /// File name.
-        file: String,
-        /// Value to write.
-        value: String,
-    },
-    /// cpufreq governor of every CPU.
-    Governor {
-        /// Governor name.
-        value: String,
-    },
-}
-
 /// Where the audio comes from.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -429,6 +312,8 @@ pub struct Audio {
     pub source: AudioSource,
     /// Backend.
     pub backend: Backend,
+    /// cpal's host (with the cpal backend only).
+    pub host: Option<CpalHost>,
     /// Device (None = the player's default).
     pub device: Option<String>,
     /// Buffer time (None = the player's default).
@@ -445,26 +330,9 @@ pub struct Audio {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Load {
     /// hackbench's parameters.
-    pub hackbench: Hackbench,
+    pub hackbench: HackbenchArgs,
     /// Delay after the player started.
     pub start_delay: Span,
-}
-
-/// hackbench's parameters with defaults filled.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Hackbench {
-    /// `-g`.
-    pub groups: u32,
-    /// `-f`.
-    pub fds: u32,
-    /// `-l`.
-    pub loops: u32,
-    /// `-s`.
-    pub datasize: u32,
-    /// `-T` / `-P`.
-    pub mode: HackbenchMode,
-    /// `-p` or sockets.
-    pub transport: Transport,
 }
 
 /// What must be the same for trials of two configurations to be compared
@@ -525,6 +393,7 @@ impl ScenarioFingerprint {
             ("warmup", self.warmup != other.warmup),
             ("audio.source", a.source != b.source),
             ("audio.backend", a.backend != b.backend),
+            ("audio.host", a.host != b.host),
             ("audio.device", a.device != b.device),
             ("audio.buffer_time", a.buffer_time != b.buffer_time),
             ("audio.period_time", a.period_time != b.period_time),
@@ -707,13 +576,28 @@ fn resolve_audio(
     {
         return Err("buffer_time and period_time must be above 0".into());
     }
+    if buffer_time.is_some_and(|b| u32::try_from(b.as_micros()).is_err()) {
+        return Err("buffer_time must be shorter than 71 min".into());
+    }
+    let backend = over.backend.or(base.backend).unwrap_or_default();
+    let host = over.host.or(base.host);
+    let host = match (backend, host) {
+        (Backend::Cpal, h) => Some(h.unwrap_or_default()),
+        (_, None) => None,
+        (b, Some(h)) => {
+            return Err(format!(
+                "host `{h}` needs backend = \"cpal\" (backend is `{b}`)"
+            ))
+        }
+    };
     Ok(Audio {
         source,
-        backend: over.backend.or(base.backend).unwrap_or_default(),
+        backend,
+        host,
         device: over.device.clone().or_else(|| base.device.clone()),
         buffer_time,
         period_time,
-        priority: over.priority.clone().or_else(|| base.priority.clone()),
+        priority: over.priority.or(base.priority),
         cpu: over.cpu.clone().or_else(|| base.cpu.clone()),
     })
 }
@@ -767,13 +651,14 @@ fn resolve_load(
             "start_delay {start_delay} must be shorter than duration {duration}"
         ));
     }
-    let h = Hackbench {
-        groups: hb.groups.unwrap_or(10),
-        fds: hb.fds.unwrap_or(20),
-        loops: hb.loops.unwrap_or(100),
-        datasize: hb.datasize.unwrap_or(100),
+    let d = HackbenchArgs::default();
+    let h = HackbenchArgs {
+        groups: hb.groups.unwrap_or(d.groups),
+        fds: hb.fds.unwrap_or(d.fds),
+        loops: hb.loops.unwrap_or(d.loops),
+        datasize: hb.datasize.unwrap_or(d.datasize),
         mode: hb.mode.unwrap_or(HackbenchMode::Process),
-        transport: hb.transport.unwrap_or(Transport::Socket),
+        transport: hb.transport.unwrap_or(HackbenchTransport::Socket),
     };
     if h.groups == 0 || h.fds == 0 || h.loops == 0 || h.datasize == 0 {
         return Err("hackbench groups, fds, loops and datasize must be at least 1".into());
@@ -912,8 +797,8 @@ mod tests {
         )
         .unwrap();
         let [a, b, c] = &s.configs[..] else { panic!() };
-        assert_eq!(a.audio.priority.as_ref().unwrap().as_str(), "other");
-        assert_eq!(b.audio.priority.as_ref().unwrap().as_str(), "fifo:80");
+        assert_eq!(a.audio.priority, Some(Priority::Other(None)));
+        assert_eq!(b.audio.priority, Some(Priority::Fifo(80)));
         assert_eq!(b.audio.buffer_time, Some(Span::from_micros(20_000)));
         assert_eq!(a.load.as_ref().unwrap().hackbench.groups, 4);
         assert!(b.load.is_none());

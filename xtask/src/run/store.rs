@@ -1,42 +1,27 @@
-//! The results directory: `results/<scenario>/<UTC timestamp>[-<label>]/`,
-//! and atomic writes (temp file + fsync + rename) so that an interrupted run
-//! never leaves a half-written JSON behind.
+//! The results directory: `results/<scenario>/<UTC timestamp>[-<label>]/`.
+//! Every document in it is written atomically (the schema's
+//! [`write_atomic`]), so an interrupted run never leaves a half-written
+//! JSON behind.
+//!
+//! Only trials that ran to the end are measurements (`trials/<stem>.json`);
+//! one that failed, was interrupted or was lost stays in the run's log as
+//! `trials/<stem>.failed.json`, `.interrupted.json` or `.lost.json`, and no
+//! table or verdict reads it.
 
-use std::fs::{self, File};
-use std::io::Write;
+use std::fs;
 use std::path::{Path, PathBuf};
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::SystemTime;
 
 use anyhow::{Context, Result};
-use serde::Serialize;
-
-/// Writes `bytes` to `path` atomically.
-pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
-    let dir = path.parent().unwrap_or(Path::new("."));
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let tmp = dir.join(format!(".{name}.tmp-{}", std::process::id()));
-    let mut f = File::create(&tmp).with_context(|| format!("creating {}", tmp.display()))?;
-    f.write_all(bytes)
-        .and_then(|_| f.sync_all())
-        .with_context(|| format!("writing {}", tmp.display()))?;
-    drop(f);
-    fs::rename(&tmp, path)
-        .with_context(|| format!("renaming {} to {}", tmp.display(), path.display()))?;
-    // The rename is durable only once the directory is synced.
-    if let Ok(d) = File::open(dir) {
-        let _ = d.sync_all();
-    }
-    Ok(())
-}
+use serde::{Deserialize, Serialize};
+use xrunbench_schema::doc::{utc_stamp, write_atomic};
+use xrunbench_schema::trial::{TrialId, TrialOutcome, TrialRecord};
 
 /// Serializes `value` as pretty JSON and writes it atomically.
 pub fn write_json<T: Serialize>(path: &Path, value: &T) -> Result<()> {
     let mut text = serde_json::to_string_pretty(value).context("serializing JSON")?;
     text.push('\n');
-    write_atomic(path, text.as_bytes())
+    write_atomic(path, text.as_bytes()).with_context(|| format!("writing {}", path.display()))
 }
 
 /// The default results root: `<workspace>/results`.
@@ -76,61 +61,67 @@ pub fn create_run_dir(root: &Path, scenario: &str, label: Option<&str>) -> Resul
     )
 }
 
-/// `YYYYMMDDTHHMMSSZ` (UTC; sorts by time, safe in file names).
-pub fn utc_stamp(t: SystemTime) -> String {
-    let (y, mo, d, h, mi, s) = civil(t);
-    format!("{y:04}{mo:02}{d:02}T{h:02}{mi:02}{s:02}Z")
+/// Suffixes of trial files that are not measurements.
+const NOT_MEASURED: [&str; 3] = [".failed.json", ".interrupted.json", ".lost.json"];
+
+/// Whether a file in `trials/` is a measured trial record (not a log
+/// entry of a failed, interrupted or lost trial, nor a hidden temporary).
+pub fn is_measured_record_name(name: &str) -> bool {
+    !name.starts_with('.')
+        && name.ends_with(".json")
+        && !NOT_MEASURED.iter().any(|s| name.ends_with(s))
 }
 
-/// RFC 3339 UTC, for JSON documents.
-pub fn rfc3339(t: SystemTime) -> String {
-    let (y, mo, d, h, mi, s) = civil(t);
-    format!("{y:04}-{mo:02}-{d:02}T{h:02}:{mi:02}:{s:02}Z")
+/// Where a trial record goes: `<stem>.json` when it is a measurement,
+/// else named by how it ended.
+pub fn record_path(trials_dir: &Path, record: &TrialRecord) -> PathBuf {
+    let stem = record.trial.stem();
+    let suffix = match record.outcome {
+        TrialOutcome::Ran => "json",
+        TrialOutcome::Failed { .. } => "failed.json",
+        TrialOutcome::Interrupted { .. } => "interrupted.json",
+    };
+    trials_dir.join(format!("{stem}.{suffix}"))
 }
 
-/// UTC calendar fields (Howard Hinnant's days-to-civil algorithm; avoids a
-/// date crate for one function).
-fn civil(t: SystemTime) -> (i64, u32, u32, u32, u32, u32) {
-    let secs = t
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_secs() as i64)
-        .unwrap_or(0);
-    let days = secs.div_euclid(86_400);
-    let rem = secs.rem_euclid(86_400);
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    (
-        y,
-        m,
-        d,
-        (rem / 3600) as u32,
-        (rem % 3600 / 60) as u32,
-        (rem % 60) as u32,
-    )
+/// Schema of [`LostTrial`].
+pub const LOST_SCHEMA: &str = "xrunbench.lost-trial/1";
+
+/// `trials/<stem>.lost.json`: a trial that left no record (its
+/// `xrun-trial` died, or the link to it did).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LostTrial {
+    /// Always [`LOST_SCHEMA`].
+    pub schema: String,
+    /// Which trial.
+    pub trial: TrialId,
+    /// When it was given up (RFC 3339 UTC).
+    pub at: String,
+    /// Why: one line.
+    pub reason: String,
+}
+
+impl LostTrial {
+    /// A lost trial, now.
+    pub fn new(trial: TrialId, reason: String) -> Self {
+        LostTrial {
+            schema: LOST_SCHEMA.into(),
+            trial,
+            at: xrunbench_schema::doc::rfc3339(SystemTime::now()),
+            reason,
+        }
+    }
+
+    /// Its file in `trials/`.
+    pub fn path(&self, trials_dir: &Path) -> PathBuf {
+        trials_dir.join(format!("{}.lost.json", self.trial.stem()))
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::time::Duration;
-
-    #[test]
-    fn stamps_are_utc_calendar_dates() {
-        let t = UNIX_EPOCH + Duration::from_secs(1_700_000_000);
-        assert_eq!(utc_stamp(t), "20231114T221320Z");
-        assert_eq!(rfc3339(t), "2023-11-14T22:13:20Z");
-        assert_eq!(
-            utc_stamp(UNIX_EPOCH + Duration::from_secs(951_782_400)),
-            "20000229T000000Z"
-        );
-    }
 
     #[test]
     fn run_dirs_are_never_reused() {
@@ -142,11 +133,16 @@ mod tests {
     }
 
     #[test]
-    fn atomic_write_leaves_no_temp_file() {
-        let d = tempfile::tempdir().unwrap();
-        let p = d.path().join("a.json");
-        write_json(&p, &serde_json::json!({"k": 1})).unwrap();
-        assert_eq!(fs::read_dir(d.path()).unwrap().count(), 1);
-        assert!(fs::read_to_string(&p).unwrap().contains("\"k\": 1"));
+    fn only_measurements_are_records() {
+        assert!(is_measured_record_name("a-1.json"));
+        assert!(is_measured_record_name("x.failed-2.json"));
+        for n in [
+            "a-1.failed.json",
+            "a-1.lost.json",
+            "a-1.interrupted.json",
+            ".a-1.player.json",
+        ] {
+            assert!(!is_measured_record_name(n), "{n}");
+        }
     }
 }

@@ -8,7 +8,7 @@ use std::path::Path;
 use anyhow::{Context, Result};
 use serde::Serialize;
 
-use super::trial::TrialRecord;
+use xrunbench_schema::trial::TrialRecord;
 
 /// The metrics one trial contributes.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
@@ -69,20 +69,22 @@ impl Metric {
 }
 
 impl TrialMetrics {
-    /// Extracts the metrics of a trial record.
-    pub fn of(t: &TrialRecord) -> Self {
+    /// Extracts the metrics of a trial record (`None` unless it is a
+    /// measurement).
+    pub fn of(t: &TrialRecord) -> Option<Self> {
+        let p = t.measured()?;
         let rounds = t
             .load
             .as_ref()
             .map(|l| &l.rounds_us)
             .filter(|r| !r.is_empty());
-        TrialMetrics {
-            underruns_per_min: t.player.totals.per_minute,
-            max_gap_ms: t.player.totals.gap_ms_max,
-            min_fill_ms: t.player.fill.min as f64 / 1000.0,
+        Some(TrialMetrics {
+            underruns_per_min: p.totals.per_minute,
+            max_gap_ms: p.totals.gap_ms_max,
+            min_fill_ms: p.fill.min as f64 / 1000.0,
             hackbench_round_ms: rounds
                 .map(|r| r.iter().sum::<u64>() as f64 / r.len() as f64 / 1000.0),
-        }
+        })
     }
 }
 
@@ -167,9 +169,10 @@ impl Summary {
             .iter()
             .map(|name| {
                 let mut mine: Vec<&TrialRecord> =
-                    records.iter().filter(|r| &r.config == name).collect();
-                mine.sort_by_key(|r| r.k);
-                let trials: Vec<TrialMetrics> = mine.iter().map(|r| TrialMetrics::of(r)).collect();
+                    records.iter().filter(|r| &r.trial.config == name).collect();
+                mine.sort_by_key(|r| r.trial.k);
+                let trials: Vec<TrialMetrics> =
+                    mine.iter().filter_map(|r| TrialMetrics::of(r)).collect();
                 let stats = Metric::ALL
                     .iter()
                     .map(|&m| {
@@ -186,12 +189,16 @@ impl Summary {
                 }
             })
             .collect();
-        let mut kernels: Vec<String> = records.iter().map(|r| r.kernel.clone()).collect();
+        let mut kernels: Vec<String> = records
+            .iter()
+            .map(|r| r.machine.kernel_release.clone())
+            .collect();
         kernels.sort();
         kernels.dedup();
         let mut sinks: Vec<String> = records
             .iter()
-            .map(|r| format!("{} ({})", r.player.params.backend, r.player.params.device))
+            .filter_map(TrialRecord::measured)
+            .map(|p| format!("{} ({})", p.params.backend, p.params.device))
             .collect();
         sinks.sort();
         sinks.dedup();
@@ -205,7 +212,8 @@ impl Summary {
         }
     }
 
-    /// Loads every `trials/*.json` of a run directory.
+    /// Loads every measured trial of a run directory (`trials/<stem>.json`;
+    /// failed, interrupted and lost trials are in the run's log only).
     pub fn load_records(run_dir: &Path) -> Result<Vec<TrialRecord>> {
         let mut out = Vec::new();
         let dir = run_dir.join("trials");
@@ -215,14 +223,15 @@ impl Summary {
         {
             let p = e.path();
             let name = e.file_name().to_string_lossy().into_owned();
-            if name.starts_with('.') || !name.ends_with(".json") {
+            if !super::store::is_measured_record_name(&name) {
                 continue;
             }
             let text = std::fs::read_to_string(&p)?;
-            out.push(
-                serde_json::from_str(&text)
-                    .with_context(|| format!("{} does not parse", p.display()))?,
-            );
+            let record: TrialRecord = serde_json::from_str(&text)
+                .with_context(|| format!("{} does not parse", p.display()))?;
+            if record.measured().is_some() {
+                out.push(record);
+            }
         }
         Ok(out)
     }

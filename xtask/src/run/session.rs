@@ -1,0 +1,405 @@
+//! The run session `run` and `bisect` share: the board binaries built (the
+//! player with the features the scenario's cpal hosts need), the target,
+//! journals a killed trial left replayed there, the scenario validated
+//! against the target (all problems at once, nothing touched), the audio
+//! staged; then a run directory with its `run.json`, and each planned
+//! trial run as `xrun-trial run -` on the target and kept on disk.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::SystemTime;
+
+use anyhow::Result;
+use serde::Serialize;
+use xrunbench_schema::probe::CheckedKnob;
+use xrunbench_schema::trial::{AudioInput, MachineFingerprint, TrialOutcome, TrialRecord};
+use xrunbench_schema::Backend;
+
+use super::plan::PlannedTrial;
+use super::scenario::{AudioSource, Scenario, ScenarioFile};
+use super::store::{self, LostTrial};
+use super::{signals, spec, validate};
+use crate::target::{Local, Target, TrialRun};
+
+/// Why a session could not be opened.
+#[derive(Debug)]
+pub enum SetupError {
+    /// The scenario or the options do not fit this target: one line each
+    /// (exit 2; nothing was touched).
+    BadInput(Vec<String>),
+    /// SIGINT/SIGTERM arrived (the signal).
+    Interrupted(i32),
+    /// Anything else (a build failed, the target did not answer).
+    Failed(anyhow::Error),
+}
+
+impl SetupError {
+    fn from_error(e: anyhow::Error) -> SetupError {
+        match signals::stop_requested() {
+            Some(sig) => SetupError::Interrupted(sig),
+            None => SetupError::Failed(e),
+        }
+    }
+}
+
+/// What opening a session needs.
+pub struct SessionArgs<'a> {
+    /// The scenario as written.
+    pub file: ScenarioFile,
+    /// The scenario resolved (options applied).
+    pub scenario: Scenario,
+    /// `--only`: the configurations to run (empty: all).
+    pub only: &'a [String],
+    /// `--bin-dir`: prebuilt board binaries (else they are built).
+    pub bin_dir: Option<PathBuf>,
+    /// A dry run: validation reads only (no knob written and read back, no
+    /// journal replayed).
+    pub read_only: bool,
+}
+
+/// A validated scenario on a target, ready to run trials.
+pub struct Session {
+    /// The scenario as written.
+    pub file: ScenarioFile,
+    /// The scenario narrowed to what runs on this target.
+    pub scenario: Scenario,
+    /// One line per configuration skipped for its kernel.
+    pub skipped: Vec<String>,
+    /// Where the trials run.
+    pub target: Box<dyn Target>,
+    /// The target's machine.
+    pub machine: MachineFingerprint,
+    /// Each configuration's sound, as the target reads it.
+    pub audio: Vec<AudioInput>,
+    /// Every knob file the configurations write, with the value found.
+    pub knobs: Vec<CheckedKnob>,
+}
+
+/// The cargo features `xrun-player` needs for the scenario's cpal hosts.
+pub fn player_features(s: &Scenario) -> Vec<String> {
+    let mut f: Vec<String> = s
+        .configs
+        .iter()
+        .filter(|c| c.audio.backend == Backend::Cpal)
+        .filter_map(|c| c.audio.host.and_then(|h| h.player_feature()))
+        .map(|f| format!("xrunbench-player/{f}"))
+        .collect();
+    f.sort();
+    f.dedup();
+    f
+}
+
+/// `--bin-dir`, or the board binaries built here for the scenario.
+fn board_binaries(bin_dir: Option<PathBuf>, s: &Scenario) -> Result<PathBuf> {
+    if let Some(d) = bin_dir {
+        return Ok(d);
+    }
+    let features = player_features(s);
+    let with = if features.is_empty() {
+        String::new()
+    } else {
+        format!(", {}", features.join(" "))
+    };
+    eprintln!("xtask: building xrun-trial, xrun-player and xrun-hackbench (release{with})");
+    crate::util::build_release_binaries_with(
+        &["xrunbench-trial", "xrunbench-player", "xrunbench-hackbench"],
+        &features,
+    )
+}
+
+impl Session {
+    /// Builds, replays, validates and stages; see the module documentation.
+    pub fn open(args: SessionArgs<'_>) -> Result<Session, SetupError> {
+        validate::check_only(&args.scenario, args.only).map_err(SetupError::BadInput)?;
+        let bin_dir =
+            board_binaries(args.bin_dir, &args.scenario).map_err(SetupError::from_error)?;
+        if let Some(sig) = signals::stop_requested() {
+            return Err(SetupError::Interrupted(sig));
+        }
+        let mut target: Box<dyn Target> =
+            Box::new(Local::new(&bin_dir).map_err(SetupError::Failed)?);
+        if !args.read_only {
+            // Knobs a killed trial left changed go back before anything
+            // reads them as "found".
+            let (_, lines) = target.restore().map_err(SetupError::from_error)?;
+            for l in lines
+                .iter()
+                .filter(|l| !l.starts_with("nothing to restore"))
+            {
+                eprintln!("xtask: {l}");
+            }
+        }
+        let probe = target.probe().map_err(SetupError::from_error)?;
+        let (scenario, skipped) =
+            validate::narrow(args.scenario, args.only, &probe.machine.kernel_release)
+                .map_err(SetupError::BadInput)?;
+        let host = validate::host_checks(&scenario);
+        let audio =
+            stage_audio(&scenario, &host, target.as_mut()).map_err(SetupError::from_error)?;
+        let specs: Vec<_> = (0..scenario.configs.len())
+            .map(|i| {
+                let planned = PlannedTrial {
+                    seq: i + 1,
+                    config: i,
+                    config_name: scenario.configs[i].name.clone(),
+                    k: 1,
+                };
+                spec::trial_spec(&scenario, &planned, audio[i].clone(), None)
+            })
+            .collect();
+        let report = target
+            .check(&specs, args.read_only)
+            .map_err(SetupError::from_error)?;
+        if let Some(sig) = signals::stop_requested() {
+            return Err(SetupError::Interrupted(sig));
+        }
+        let mut errors: Vec<String> = host.iter().map(|(_, l)| l.clone()).collect();
+        errors.extend(validate::target_lines(&scenario, &report, &host));
+        if !errors.is_empty() {
+            return Err(SetupError::BadInput(errors));
+        }
+        Ok(Session {
+            file: args.file,
+            scenario,
+            skipped,
+            target,
+            machine: probe.machine,
+            audio,
+            knobs: report.knobs,
+        })
+    }
+
+    /// The spec of a planned trial whose logs go to `run_dir`.
+    pub fn spec(&self, planned: &PlannedTrial, run_dir: &Path) -> xrunbench_schema::TrialSpec {
+        spec::trial_spec(
+            &self.scenario,
+            planned,
+            self.audio[planned.config].clone(),
+            self.target.work_dir(run_dir),
+        )
+    }
+
+    /// Runs a planned trial on the target and keeps what came back in
+    /// `run_dir/trials/`: a measurement as `<stem>.json`, anything else in
+    /// the run's log beside it. `progress` sees the target's lines.
+    pub fn run_trial(
+        &self,
+        planned: &PlannedTrial,
+        run_dir: &Path,
+        progress: &mut dyn FnMut(&str),
+    ) -> Result<TrialEnd> {
+        let spec = self.spec(planned, run_dir);
+        let trials = run_dir.join("trials");
+        let run = self
+            .target
+            .run_trial(&spec, progress, &|| signals::stop_requested().is_some());
+        Ok(match run {
+            TrialRun::Record(record) => {
+                store::write_json(&store::record_path(&trials, &record), &record)?;
+                match &record.outcome {
+                    TrialOutcome::Ran => TrialEnd::Done(record),
+                    TrialOutcome::Failed { reason } => TrialEnd::Failed(reason.clone()),
+                    TrialOutcome::Interrupted { .. } if signals::stop_requested().is_some() => {
+                        TrialEnd::Interrupted
+                    }
+                    TrialOutcome::Interrupted { by } => {
+                        TrialEnd::Lost(format!("xrun-trial was stopped by {by}"))
+                    }
+                }
+            }
+            TrialRun::Lost(reason) => {
+                let lost = LostTrial::new(spec.trial, reason.clone());
+                store::write_json(&lost.path(&trials), &lost)?;
+                // Whatever killed it may have left its knobs changed: the
+                // target replays its journal now, not at the next run.
+                if let Ok((_, lines)) = self.target.restore() {
+                    for l in lines
+                        .iter()
+                        .filter(|l| !l.starts_with("nothing to restore"))
+                    {
+                        eprintln!("xtask: {l}");
+                    }
+                }
+                if signals::stop_requested().is_some() {
+                    TrialEnd::Interrupted
+                } else {
+                    TrialEnd::Lost(reason)
+                }
+            }
+        })
+    }
+
+    /// `run.json` for a run of `plan` in this session.
+    pub fn manifest(&self, label: Option<String>, plan: Vec<PlannedTrial>) -> RunManifest {
+        RunManifest {
+            schema: RUN_SCHEMA.into(),
+            started_at: xrunbench_schema::doc::rfc3339(SystemTime::now()),
+            label,
+            target: self.target.describe(),
+            scenario_file: self.file.clone(),
+            scenario: self.scenario.clone(),
+            skipped: self.skipped.clone(),
+            plan,
+            fingerprint: self.machine.clone(),
+            runner: RunnerInfo::here(),
+            outcome: None,
+        }
+    }
+}
+
+/// Each configuration's sound as the target reads it: files staged (each
+/// once), tones generated there by each trial.
+fn stage_audio(
+    s: &Scenario,
+    host_problems: &[(String, String)],
+    target: &mut dyn Target,
+) -> Result<Vec<AudioInput>> {
+    let mut staged: Vec<(PathBuf, PathBuf)> = Vec::new();
+    let mut out = Vec::new();
+    for c in &s.configs {
+        out.push(match &c.audio.source {
+            // The host refused it: validation reports that; do not copy it.
+            AudioSource::File(p) if host_problems.iter().any(|(n, _)| *n == c.name) => {
+                AudioInput::File(p.clone())
+            }
+            AudioSource::File(p) => match staged.iter().find(|(h, _)| h == p) {
+                Some((_, there)) => AudioInput::File(there.clone()),
+                None => {
+                    let there = target.stage_audio(p)?;
+                    staged.push((p.clone(), there.clone()));
+                    AudioInput::File(there)
+                }
+            },
+            AudioSource::Generate(tone) => AudioInput::Tone(tone.clone()),
+        });
+    }
+    Ok(out)
+}
+
+/// How one trial ended, for the runner.
+pub enum TrialEnd {
+    /// It ran to the end: a measurement.
+    Done(Box<TrialRecord>),
+    /// It could not run (the reason); its knobs were restored.
+    Failed(String),
+    /// No usable record came back (the reason).
+    Lost(String),
+    /// We were asked to stop; the trial stopped and restored its knobs.
+    Interrupted,
+}
+
+/// Schema of `run.json`.
+pub const RUN_SCHEMA: &str = "xrunbench.run/1";
+
+/// `run.json`: what was asked, planned, and where it ran.
+#[derive(Debug, Serialize)]
+pub struct RunManifest {
+    /// Always [`RUN_SCHEMA`].
+    pub schema: String,
+    /// Start time (RFC 3339 UTC).
+    pub started_at: String,
+    /// `--label`.
+    pub label: Option<String>,
+    /// Where the trials ran (`local`).
+    pub target: String,
+    /// The scenario file as parsed.
+    pub scenario_file: ScenarioFile,
+    /// The scenario resolved (defaults filled, overrides merged, options
+    /// applied, narrowed to what runs).
+    pub scenario: Scenario,
+    /// Configurations skipped for their kernel.
+    pub skipped: Vec<String>,
+    /// The plan.
+    pub plan: Vec<PlannedTrial>,
+    /// The machine the trials ran on (from the target's probe).
+    pub fingerprint: MachineFingerprint,
+    /// The runner that drove them.
+    pub runner: RunnerInfo,
+    /// How the run ended (absent while it runs).
+    pub outcome: Option<Outcome>,
+}
+
+/// How a run ended.
+#[derive(Debug, Clone, Serialize)]
+#[serde(tag = "status", rename_all = "snake_case")]
+pub enum Outcome {
+    /// Every planned trial ran.
+    Completed,
+    /// SIGINT/SIGTERM.
+    Interrupted {
+        /// The signal.
+        signal: i32,
+    },
+    /// A trial failed or was lost; the run stopped there.
+    Failed {
+        /// Why.
+        error: String,
+    },
+}
+
+/// The host side of a run: which xrunbench drove it.
+#[derive(Debug, Clone, Serialize)]
+pub struct RunnerInfo {
+    /// xtask's version.
+    pub xrunbench_version: String,
+    /// `git rev-parse HEAD` of the workspace, `+dirty` if modified.
+    pub git_commit: Option<String>,
+}
+
+impl RunnerInfo {
+    /// This runner.
+    pub fn here() -> Self {
+        RunnerInfo {
+            xrunbench_version: env!("CARGO_PKG_VERSION").to_string(),
+            git_commit: git_commit(),
+        }
+    }
+}
+
+fn git_commit() -> Option<String> {
+    let root = crate::util::workspace_root();
+    let git = |args: &[&str]| {
+        Command::new("git")
+            .arg("-C")
+            .arg(&root)
+            .args(args)
+            .output()
+            .ok()
+    };
+    let out = git(&["rev-parse", "HEAD"])?;
+    if !out.status.success() {
+        return None;
+    }
+    let mut commit = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    let dirty = git(&["status", "--porcelain", "--untracked-files=no"])
+        .map(|o| !o.stdout.is_empty())
+        .unwrap_or(false);
+    if dirty {
+        commit.push_str("+dirty");
+    }
+    Some(commit)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::run::scenario;
+
+    #[test]
+    fn cpal_hosts_choose_the_players_features() {
+        let text = "name = \"c\"\n[audio]\ngenerate = {}\n\
+                    [[config]]\nname = \"a\"\n\
+                    [[config]]\nname = \"j\"\n[config.audio]\nbackend = \"cpal\"\nhost = \"jack\"\n\
+                    [[config]]\nname = \"p\"\n[config.audio]\nbackend = \"cpal\"\nhost = \"pulseaudio\"\n\
+                    [[config]]\nname = \"d\"\n[config.audio]\nbackend = \"cpal\"\n";
+        let p = Path::new("c.toml");
+        let s = scenario::resolve(p, &scenario::parse(p, text).unwrap()).unwrap();
+        assert_eq!(
+            player_features(&s),
+            [
+                "xrunbench-player/cpal-jack",
+                "xrunbench-player/cpal-pulseaudio"
+            ]
+        );
+    }
+}
