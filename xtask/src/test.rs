@@ -156,7 +156,7 @@ fn outcome(name: &str, result: Result<()>) -> Option<String> {
 
 /// The board stage: the board binaries cross-built for both board
 /// architectures (so a 32-bit break fails here the day it is written),
-/// within their size budgets, run under qemu-user; the board crates' unit
+/// their sizes reported against their budgets, run under qemu-user; the board crates' unit
 /// tests under qemu; and the older-glibc build (zig), which must need no
 /// glibc newer than it was asked for. Returns the names of failed checks.
 pub fn board_stage(arches: &[Arch]) -> Result<Vec<String>> {
@@ -181,17 +181,14 @@ pub fn board_stage(arches: &[Arch]) -> Result<Vec<String>> {
         };
         eprint!("{}", board::build::report(&built));
         for b in &built {
-            for bin in &b.binaries {
-                let name = format!(
-                    "{} {} within {} bytes",
-                    b.arch, bin.spec.name, bin.spec.budget
+            // Budgets are targets the table reports (with `!`), not
+            // pass/fail: a size is a measurement, and a binary over its
+            // budget still works.
+            for bin in b.binaries.iter().filter(|x| !x.within_budget()) {
+                eprintln!(
+                    "board: {} {} is over its size budget: {} bytes stripped, budget {}",
+                    b.arch, bin.spec.name, bin.size, bin.spec.budget
                 );
-                let result = if bin.within_budget() {
-                    Ok(())
-                } else {
-                    Err(anyhow::anyhow!("{} bytes stripped", bin.size))
-                };
-                failed.extend(outcome(&name, result));
             }
             for (name, result) in qemu::smoke(b, &scratch)? {
                 failed.extend(outcome(&name, result));
