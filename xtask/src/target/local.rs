@@ -43,7 +43,7 @@ impl Target for Local {
         // Named explicitly rather than found beside xrun-trial's own
         // executable: a wrapper script in bin_dir (tests, a user's own
         // build of one binary) must still bring its siblings along.
-        cmd.arg("--bin-dir").arg(&self.bin_dir).args(args);
+        cmd.args(args).arg("--bin-dir").arg(&self.bin_dir);
         cmd
     }
 
