@@ -34,7 +34,8 @@ pub(crate) fn gettimeofday() -> (i64, i64) {
     let mut tv: libc::timeval = unsafe { std::mem::zeroed() };
     // SAFETY: tv is a valid out-pointer.
     unsafe { libc::gettimeofday(&mut tv, std::ptr::null_mut()) };
-    (tv.tv_sec, tv.tv_usec)
+    // time_t and suseconds_t are 32 bits on armv7 (glibc): widen.
+    (tv.tv_sec as i64, tv.tv_usec as i64)
 }
 
 /// CLOCK_MONOTONIC in nanoseconds.
