@@ -38,6 +38,20 @@ pub(crate) fn gettimeofday() -> (i64, i64) {
     (tv.tv_sec as i64, tv.tv_usec as i64)
 }
 
+/// How many threads this process has (`Threads:` of /proc/self/status);
+/// `None` when that cannot be read.
+pub(crate) fn thread_count() -> Option<u32> {
+    threads_in_status(&std::fs::read_to_string("/proc/self/status").ok()?)
+}
+
+/// The `Threads:` field of a /proc/PID/status text.
+fn threads_in_status(status: &str) -> Option<u32> {
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("Threads:"))
+        .and_then(|v| v.trim().parse().ok())
+}
+
 /// CLOCK_MONOTONIC in nanoseconds.
 pub(crate) fn monotonic_ns() -> u128 {
     // SAFETY: timespec is plain data.
@@ -141,5 +155,20 @@ impl Drop for SchedGuard {
     fn drop(&mut self) {
         // SAFETY: restoring values read from this very thread.
         unsafe { libc::sched_setscheduler(0, self.policy, &self.param) };
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn thread_count_comes_from_proc_status() {
+        assert_eq!(
+            threads_in_status("Name:\tx\nThreads:\t3\nSigQ:\t0/1\n"),
+            Some(3)
+        );
+        assert_eq!(threads_in_status("Name:\tx\n"), None);
+        assert!(thread_count().is_some_and(|n| n >= 1));
     }
 }
