@@ -286,16 +286,18 @@ fn print_table(rows: &[Row], reference: &Path, plan: Plan, load_before: &str) {
         load_before,
         loadavg()
     );
-    for verdict in [Verdict::Differs, Verdict::Undecided] {
-        let which: Vec<&str> = rows
-            .iter()
-            .filter(|r| r.verdict() == verdict)
-            .map(|r| r.label.as_str())
-            .collect();
-        if !which.is_empty() {
-            println!("{}: {}.", verdict.as_str(), which.join(", "));
-        }
-    }
+    println!("{}", verdict_counts(rows));
+}
+
+/// How many modes got each verdict, in one line.
+fn verdict_counts(rows: &[Row]) -> String {
+    let count = |v: Verdict| rows.iter().filter(|r| r.verdict() == v).count();
+    format!(
+        "Modes: {} match, {} differ, {} undecided.",
+        count(Verdict::Matches),
+        count(Verdict::Differs),
+        count(Verdict::Undecided)
+    )
 }
 
 /// What the columns mean.
@@ -515,7 +517,12 @@ mod tests {
             ours: (0..31).map(|k| near(f64::from(k % 5) + 200.0)).collect(),
             ..m
         };
-        assert_eq!(Row::new(label("-p"), &slow).verdict(), Verdict::Differs);
+        let slow = Row::new(label("-p"), &slow);
+        assert_eq!(slow.verdict(), Verdict::Differs);
+        assert_eq!(
+            verdict_counts(&[row, slow]),
+            "Modes: 1 match, 1 differ, 0 undecided."
+        );
     }
 
     #[test]
