@@ -22,7 +22,7 @@ use std::time::Instant;
 use anyhow::{bail, Context, Result};
 
 use super::stats::{median, median_interval, paired_ratios, wait_with_cost, Interval, Verdict};
-use crate::run::fingerprint;
+use xrunbench_trial::fingerprint;
 use crate::util;
 
 /// Arguments of `cargo xtask bench hackbench`.
@@ -280,7 +280,7 @@ fn print_table(rows: &[Row], reference: &Path, plan: Plan, load_before: &str) {
     }
     println!(
         "Kernel {}; {} x {} CPUs.\nLoad average before/after: {} / {}.",
-        fp.kernel,
+        fp.kernel_release,
         fp.cpu_model,
         fp.cpu_count,
         load_before,
