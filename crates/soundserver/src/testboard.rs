@@ -40,6 +40,8 @@ pub struct TestBoard {
     dir: PathBuf,
     port: u16,
     user: String,
+    /// sshd_config lines added to ours.
+    extra: String,
     child: Option<Child>,
     /// sshd processes frozen by `freeze_sessions` or `power_off`, killed
     /// by `power_on` and on drop.
@@ -54,6 +56,12 @@ impl TestBoard {
     /// Creates the keys and the configuration, starts sshd and waits until
     /// it sends its banner.
     pub fn start() -> Result<TestBoard, Error> {
+        TestBoard::start_with("")
+    }
+
+    /// [`TestBoard::start`] with `extra` sshd_config lines (e.g. `SetEnv
+    /// XRUNBENCH_FAULT=sleep`: every program the board starts sees it).
+    pub fn start_with(extra: &str) -> Result<TestBoard, Error> {
         require(&[programs::SSH_KEYGEN])?;
         if !Path::new(SSHD_PATH).is_file() {
             return Err(Error::NotInstalled {
@@ -72,6 +80,7 @@ impl TestBoard {
             dir,
             port: 0,
             user: current_user(),
+            extra: extra.to_string(),
             child: None,
             frozen: Vec::new(),
         };
@@ -166,8 +175,9 @@ impl TestBoard {
              PasswordAuthentication no\nKbdInteractiveAuthentication no\n\
              GSSAPIAuthentication no\nX11Forwarding no\nPrintMotd no\nPrintLastLog no\n\
              ClientAliveInterval 0\nMaxSessions 20\nMaxStartups 20\nLogLevel VERBOSE\n\
-             Subsystem sftp internal-sftp\n",
-            port = self.port
+             Subsystem sftp internal-sftp\n{extra}\n",
+            port = self.port,
+            extra = self.extra
         );
         self.write("sshd_config", &config)
     }
@@ -277,16 +287,22 @@ impl TestBoard {
         ]
     }
 
-    /// A scenario's `[target]` table for this board, with `extra` lines
-    /// (`retries = 1`…) appended.
-    pub fn target_table(&self, extra: &str) -> String {
+    /// A scenario's `[target]` table for this board: `ssh`, `port`,
+    /// `identity`, `known_hosts`, and `options` (`IdentitiesOnly=yes` and
+    /// `options`), then the `extra` lines (`workdir = …`, `retries = 1`…).
+    pub fn target_table(&self, options: &[&str], extra: &str) -> String {
+        let options: Vec<String> = std::iter::once("IdentitiesOnly=yes")
+            .chain(options.iter().copied())
+            .map(toml_string)
+            .collect();
         format!(
             "[target]\nssh = {}\nport = {}\nidentity = {}\nknown_hosts = {}\n\
-             options = [\"IdentitiesOnly=yes\"]\n{extra}",
+             options = [{}]\n{extra}\n",
             toml_string(&self.destination()),
             self.port,
             toml_string(&self.identity().display().to_string()),
             toml_string(&self.known_hosts().display().to_string()),
+            options.join(", ")
         )
     }
 
@@ -438,7 +454,7 @@ fn descendants(root: u32) -> Vec<u32> {
 }
 
 /// A TOML basic string.
-fn toml_string(s: &str) -> String {
+pub fn toml_string(s: &str) -> String {
     let mut out = String::from("\"");
     for c in s.chars() {
         match c {

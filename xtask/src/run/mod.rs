@@ -558,3 +558,72 @@ fn dry_run(session: &Session, results_root: &Path) -> Result<ExitCode> {
     );
     Ok(ExitCode::SUCCESS)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn quickstart() -> Scenario {
+        let p = crate::util::workspace_root().join("scenarios/quickstart.toml");
+        scenario::load(&p).unwrap().1
+    }
+
+    #[test]
+    fn target_on_the_command_line_makes_or_changes_the_board() {
+        let mut s = quickstart();
+        let args = TargetArgs {
+            target: Some("root@127.0.0.1".into()),
+            ssh_options: vec!["Port=2222".into()],
+        };
+        args.apply(&mut s).unwrap();
+        let t = s.target.clone().unwrap();
+        assert_eq!(t.destination, "root@127.0.0.1");
+        assert_eq!(t.options, ["Port=2222"]);
+        assert_eq!(
+            t.trial_timeout,
+            scenario::default_trial_timeout(s.duration, s.warmup)
+        );
+        // On a scenario with [target]: the destination replaced, the
+        // command line's options first.
+        let mut s2 = s.clone();
+        s2.target.as_mut().unwrap().options = vec!["ProxyJump=gw".into()];
+        let more = TargetArgs {
+            target: Some("pi@other".into()),
+            ssh_options: vec!["Port=22".into()],
+        };
+        more.apply(&mut s2).unwrap();
+        let t2 = s2.target.unwrap();
+        assert_eq!(t2.destination, "pi@other");
+        assert_eq!(t2.options, ["Port=22", "ProxyJump=gw"]);
+    }
+
+    #[test]
+    fn bad_target_options_are_one_line() {
+        let mut s = quickstart();
+        let only_options = TargetArgs {
+            target: None,
+            ssh_options: vec!["Port=2".into()],
+        };
+        assert!(only_options
+            .apply(&mut s)
+            .unwrap_err()
+            .contains("--ssh-option needs a board"));
+        let unchecked = TargetArgs {
+            target: Some("b".into()),
+            ssh_options: vec!["UserKnownHostsFile=/dev/null".into()],
+        };
+        let e = unchecked.apply(&mut s).unwrap_err();
+        assert!(
+            e.starts_with("--ssh-option `UserKnownHostsFile=/dev/null`"),
+            "{e}"
+        );
+        let injected = TargetArgs {
+            target: Some("-oProxyCommand=x".into()),
+            ssh_options: vec![],
+        };
+        assert!(injected
+            .apply(&mut s)
+            .unwrap_err()
+            .starts_with("--target `-oProxyCommand=x`"));
+    }
+}

@@ -1168,4 +1168,69 @@ mod tests {
         let back: Scenario = serde_json::from_str(&json).unwrap();
         assert_eq!(back.fingerprint("a"), s.fingerprint("a"));
     }
+    #[test]
+    fn target_gets_its_defaults_and_stays_out_of_the_fingerprint() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("lab_key"), "k").unwrap();
+        let p = dir.path().join("s.toml");
+        let text = format!(
+            "{MIN}[target]\nssh = \"root@rpi4.lab\"\nidentity = \"lab_key\"\n\
+             options = [\"ProxyJump=gw\"]\n"
+        );
+        let s = resolve(&p, &parse(&p, &text).unwrap()).unwrap();
+        let t = s.target.clone().unwrap();
+        assert_eq!(t.destination, "root@rpi4.lab");
+        assert_eq!(
+            t.identity.as_deref(),
+            Some(dir.path().join("lab_key").as_path())
+        );
+        assert_eq!(
+            (t.workdir.as_str(), t.arch.as_str()),
+            (DEFAULT_WORKDIR, "auto")
+        );
+        assert_eq!(
+            (t.retries, t.connect_timeout),
+            (DEFAULT_RETRIES, DEFAULT_CONNECT_TIMEOUT)
+        );
+        // 2 × (10 s + 1 s) + 60 s.
+        assert_eq!(t.trial_timeout, Span::from_secs(82));
+        assert_eq!(t.options, ["ProxyJump=gw"]);
+        let here = parse_str(MIN).unwrap();
+        assert_eq!(s.fingerprint("a"), here.fingerprint("a"));
+        let back: Scenario = serde_json::from_str(&serde_json::to_string(&s).unwrap()).unwrap();
+        assert_eq!(back.target, s.target);
+    }
+
+    #[test]
+    fn target_errors_name_the_key() {
+        for (table, want) in [
+            (
+                "ssh = \"b\"\nport = 0",
+                "s.toml: target.port: must be 1 to 65535",
+            ),
+            (
+                "ssh = \"b\"\nidentity = \"/no/such/key\"",
+                "target.identity: /no/such/key: no such file",
+            ),
+            (
+                "ssh = \"b\"\nworkdir = \"~/x\"",
+                "target.workdir: `~/x`: `~` is not expanded",
+            ),
+            (
+                "ssh = \"b\"\noptions = [\"ControlPath=/x\"]",
+                "xrunbench sets ControlPath itself",
+            ),
+            (
+                "ssh = \"b c\"",
+                "target.ssh: `b c` is not an ssh destination",
+            ),
+            (
+                "ssh = \"b\"\nconnect_timeout = \"10ms\"",
+                "target.connect_timeout: 10ms is outside 1s..1h",
+            ),
+        ] {
+            let e = parse_str(&format!("{MIN}[target]\n{table}\n")).unwrap_err();
+            assert!(e.contains(want), "{e}");
+        }
+    }
 }

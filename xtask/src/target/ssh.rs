@@ -399,6 +399,15 @@ impl Ssh {
         m.as_mut().is_some_and(Master::alive) && self.socket().exists()
     }
 
+    /// Whether the link is up and the board answers on it now (a master
+    /// may still be running for a moment after its link died).
+    fn link_answers(&self) -> bool {
+        self.link_up()
+            && self
+                .exec("true", None, Duration::from_secs(15), "checking the link")
+                .is_ok_and(|o| o.status.success())
+    }
+
     /// Runs `script` on the board; fails when the link is down, or after
     /// `timeout`.
     fn exec(
@@ -768,8 +777,14 @@ impl Target for Ssh {
     }
 
     fn link_note(&self) -> Option<String> {
-        if self.link_up() {
-            return None;
+        // A session ends a moment before its master does when the link
+        // drops: give the master that moment.
+        let until = Instant::now() + Duration::from_secs(3);
+        while self.link_up() {
+            if Instant::now() >= until {
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(50));
         }
         let m = self.master.borrow();
         let why = m
@@ -785,7 +800,7 @@ impl Target for Ssh {
 
     fn recover(&mut self, orphan: Option<u32>) -> Result<Vec<String>, Unreachable> {
         let mut lines = Vec::new();
-        if !self.link_up() {
+        if !self.link_answers() {
             self.reconnect()?;
             lines = self
                 .after_reconnect(orphan)
