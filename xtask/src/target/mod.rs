@@ -219,118 +219,129 @@ pub trait Target {
         progress: &mut dyn FnMut(&str),
         stop: &dyn Fn() -> bool,
     ) -> TrialRun {
-        let mut cmd = self.trial_command();
-        cmd.stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
-        let started = Instant::now();
-        let mut child = match cmd.spawn() {
-            Ok(c) => c,
-            Err(e) => {
-                return TrialRun::Lost {
-                    reason: format!("cannot start xrun-trial: {e}"),
-                    pid: None,
-                }
+        run_trial_on(self, spec, progress, stop)
+    }
+}
+
+/// [`Target::run_trial`] on `target`: the shared engine a target that
+/// overrides `run_trial` (to check its link first) still runs.
+pub fn run_trial_on<T: Target + ?Sized>(
+    target: &T,
+    spec: &TrialSpec,
+    progress: &mut dyn FnMut(&str),
+    stop: &dyn Fn() -> bool,
+) -> TrialRun {
+    let mut cmd = target.trial_command();
+    cmd.stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let started = Instant::now();
+    let mut child = match cmd.spawn() {
+        Ok(c) => c,
+        Err(e) => {
+            return TrialRun::Lost {
+                reason: format!("cannot start xrun-trial: {e}"),
+                pid: None,
             }
-        };
-        let mut pid = self.spawned_trial_pid(child.id());
-        let mut stdin = child.stdin.take();
-        if let Some(w) = stdin.as_mut() {
-            let mut text = serde_json::to_string(spec).unwrap_or_default();
-            text.push('\n');
-            // A write error means it is already gone: its status says why.
-            let _ = w.write_all(text.as_bytes()).and_then(|()| w.flush());
         }
-        let reader = read_all(child.stdout.take());
-        let lines = stderr_lines(child.stderr.take());
-        let mut tail: Vec<String> = Vec::new();
-        let mut show = |line: String, pid: &mut Option<u32>| {
-            if let Some(n) = line.strip_prefix(PID_MARKER) {
-                *pid = n.trim().parse().ok();
-                return;
-            }
-            progress(&line);
-            tail.push(line);
-            if tail.len() > 3 {
-                tail.remove(0);
-            }
-        };
-        let deadline = self.trial_timeout().map(|t| started + t);
-        let mut overran: Option<Instant> = None;
-        let status = loop {
-            if let Ok(line) = lines.recv_timeout(Duration::from_millis(50)) {
-                show(line, &mut pid);
-            }
-            if stdin.is_some() && stop() {
-                stdin = None;
-            }
-            match child.try_wait() {
-                Ok(Some(s)) => break Some(s),
-                Ok(None) => {}
-                Err(e) => {
-                    return TrialRun::Lost {
-                        reason: format!("waiting for xrun-trial: {e}"),
-                        pid,
-                    }
-                }
-            }
-            let now = Instant::now();
-            match overran {
-                None if deadline.is_some_and(|d| now >= d) => {
-                    if let Some(p) = pid {
-                        self.signal_trial(p, false);
-                    }
-                    stdin = None;
-                    overran = Some(now);
-                }
-                Some(t) if now - t >= STOP_GRACE => {
-                    if let Some(p) = pid {
-                        self.signal_trial(p, true);
-                    }
-                    let _ = child.kill();
-                    break child.wait().ok();
-                }
-                _ => {}
-            }
-        };
-        drop(stdin);
-        for line in lines.iter() {
+    };
+    let mut pid = target.spawned_trial_pid(child.id());
+    let mut stdin = child.stdin.take();
+    if let Some(w) = stdin.as_mut() {
+        let mut text = serde_json::to_string(spec).unwrap_or_default();
+        text.push('\n');
+        // A write error means it is already gone: its status says why.
+        let _ = w.write_all(text.as_bytes()).and_then(|()| w.flush());
+    }
+    let reader = read_all(child.stdout.take());
+    let lines = stderr_lines(child.stderr.take());
+    let mut tail: Vec<String> = Vec::new();
+    let mut show = |line: String, pid: &mut Option<u32>| {
+        if let Some(n) = line.strip_prefix(PID_MARKER) {
+            *pid = n.trim().parse().ok();
+            return;
+        }
+        progress(&line);
+        tail.push(line);
+        if tail.len() > 3 {
+            tail.remove(0);
+        }
+    };
+    let deadline = target.trial_timeout().map(|t| started + t);
+    let mut overran: Option<Instant> = None;
+    let status = loop {
+        if let Ok(line) = lines.recv_timeout(Duration::from_millis(50)) {
             show(line, &mut pid);
         }
-        let out = reader.join().unwrap_or_default();
-        if overran.is_some() {
-            let limit = self.trial_timeout().unwrap_or_default();
-            return TrialRun::Lost {
-                reason: format!(
-                    "it ran past its trial_timeout of {} s and was stopped on the target",
-                    limit.as_secs()
-                ),
-                pid,
-            };
+        if stdin.is_some() && stop() {
+            stdin = None;
         }
-        let status = status.map_or_else(|| "unknown status".to_string(), |s| s.to_string());
-        let lost = |reason: String| TrialRun::Lost {
-            reason: match self.link_note() {
-                Some(note) => format!("{reason} ({note})"),
-                None => reason,
-            },
+        match child.try_wait() {
+            Ok(Some(s)) => break Some(s),
+            Ok(None) => {}
+            Err(e) => {
+                return TrialRun::Lost {
+                    reason: format!("waiting for xrun-trial: {e}"),
+                    pid,
+                }
+            }
+        }
+        let now = Instant::now();
+        match overran {
+            None if deadline.is_some_and(|d| now >= d) => {
+                if let Some(p) = pid {
+                    target.signal_trial(p, false);
+                }
+                stdin = None;
+                overran = Some(now);
+            }
+            Some(t) if now - t >= STOP_GRACE => {
+                if let Some(p) = pid {
+                    target.signal_trial(p, true);
+                }
+                let _ = child.kill();
+                break child.wait().ok();
+            }
+            _ => {}
+        }
+    };
+    drop(stdin);
+    for line in lines.iter() {
+        show(line, &mut pid);
+    }
+    let out = reader.join().unwrap_or_default();
+    if overran.is_some() {
+        let limit = target.trial_timeout().unwrap_or_default();
+        return TrialRun::Lost {
+            reason: format!(
+                "it ran past its trial_timeout of {} s and was stopped on the target",
+                limit.as_secs()
+            ),
             pid,
         };
-        match serde_json::from_slice::<TrialRecord>(&out) {
-            Ok(r) if r.schema == TRIAL_SCHEMA => TrialRun::Record(Box::new(r)),
-            Ok(r) => lost(format!(
-                "xrun-trial wrote schema `{}`, expected `{TRIAL_SCHEMA}`",
-                r.schema
-            )),
-            Err(_) => lost(format!(
-                "xrun-trial ended ({status}) without a record: {}",
-                if tail.is_empty() {
-                    "no message".to_string()
-                } else {
-                    tail.join(" / ")
-                }
-            )),
-        }
+    }
+    let status = status.map_or_else(|| "unknown status".to_string(), |s| s.to_string());
+    let lost = |reason: String| TrialRun::Lost {
+        reason: match target.link_note() {
+            Some(note) => format!("{reason} ({note})"),
+            None => reason,
+        },
+        pid,
+    };
+    match serde_json::from_slice::<TrialRecord>(&out) {
+        Ok(r) if r.schema == TRIAL_SCHEMA => TrialRun::Record(Box::new(r)),
+        Ok(r) => lost(format!(
+            "xrun-trial wrote schema `{}`, expected `{TRIAL_SCHEMA}`",
+            r.schema
+        )),
+        Err(_) => lost(format!(
+            "xrun-trial ended ({status}) without a record: {}",
+            if tail.is_empty() {
+                "no message".to_string()
+            } else {
+                tail.join(" / ")
+            }
+        )),
     }
 }
 

@@ -4,7 +4,9 @@
 //! - **One connection per run**: a ControlMaster (`ssh -N`, our child, in
 //!   its own process group so a terminal's Ctrl-C reaches only us, and
 //!   SIGTERMed by the kernel if we die) whose socket is in a private
-//!   temporary directory; every command of the run is a session on it.
+//!   temporary directory; every command of the run is a session on it
+//!   (`ProxyCommand=false` keeps a session from falling back to a
+//!   connection of its own when the master is gone).
 //!   Keep-alives (ServerAliveInterval/CountMax, unless the user's config
 //!   sets them) make a dead link show in seconds.
 //! - **Host keys are always checked**: `StrictHostKeyChecking=yes` comes
@@ -261,6 +263,12 @@ impl Ssh {
             "ControlPersist=no".to_string(),
         ] {
             c.arg("-o").arg(o);
+        }
+        if !master {
+            // A session whose master is gone would quietly open a second
+            // connection of its own; this proxy (never run while the master
+            // answers) makes it fail instead, as a lost link.
+            c.arg("-o").arg("ProxyCommand=false");
         }
         for o in &self.options {
             c.arg("-o").arg(o);
@@ -759,6 +767,21 @@ impl Target for Ssh {
             PID_MARKER.trim_end(),
             self.trial_script(&["run", "-"])
         ))
+    }
+
+    fn run_trial(
+        &self,
+        spec: &xrunbench_schema::TrialSpec,
+        progress: &mut dyn FnMut(&str),
+        stop: &dyn Fn() -> bool,
+    ) -> super::TrialRun {
+        if !self.link_up() {
+            return super::TrialRun::Lost {
+                reason: format!("the link to {} was down before it started", self.describe()),
+                pid: None,
+            };
+        }
+        super::run_trial_on(self, spec, progress, stop)
     }
 
     fn spawned_trial_pid(&self, _spawned: u32) -> Option<u32> {
