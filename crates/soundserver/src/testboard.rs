@@ -524,4 +524,23 @@ mod tests {
         assert!(!sessions.is_empty(), "the session's sshd is found");
         assert!(out.status.success());
     }
+
+    /// Powered off, nothing answers on its port; powered on, sshd answers
+    /// there again.
+    #[test]
+    fn board_powers_off_and_on_on_the_same_port() {
+        if !Path::new(SSHD_PATH).is_file() {
+            eprintln!("sshd not installed (openssh-server): skipped");
+            return;
+        }
+        let mut board = TestBoard::start().expect("test board starts");
+        let port = board.port();
+        assert!(board.banner());
+        board.power_off();
+        assert!(board.listener().is_none());
+        assert!(!board.banner(), "nothing listens while it is off");
+        board.power_on().expect("sshd starts again");
+        assert_eq!(board.port(), port);
+        assert!(board.banner());
+    }
 }
