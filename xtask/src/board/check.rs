@@ -268,19 +268,16 @@ fn render(
             "none (no sound card: backend auto plays to the virtual sink)",
         ),
         need(or_nothing(
-            per_config(s, |c| match c.audio.backend {
-                Backend::Virtual => None,
-                Backend::Cpal => Some(format!(
-                    "cpal {}",
-                    c.audio.host.map(|h| h.as_str()).unwrap_or("alsa")
+            per_config(s, |c| match (c.audio.backend, &c.audio.device) {
+                (Backend::Virtual, _) | (Backend::Auto, None) => None,
+                (Backend::Cpal, d) => Some(format!(
+                    "cpal {} {}",
+                    c.audio.host.map(|h| h.as_str()).unwrap_or("alsa"),
+                    d.as_deref().unwrap_or("default")
                 )),
-                b => Some(format!(
-                    "{} {}",
-                    b.as_str(),
-                    c.audio.device.as_deref().unwrap_or("default")
-                )),
+                (_, d) => Some(format!("ALSA {}", d.as_deref().unwrap_or("default"))),
             }),
-            "none (virtual sink)",
+            "no device (auto: a card if any, else the virtual sink)",
         )),
     );
     let rt = if p.realtime.allowed {
