@@ -10,7 +10,9 @@
 
 use std::process::{Command, ExitCode, Stdio};
 
-use xrunbench_soundserver::{programs, JackServer, PipeWireServer, Program, PulseServer};
+use xrunbench_soundserver::{
+    programs, JackServer, PipeWireServer, Program, PulseServer, TestBoard,
+};
 
 use crate::util::{is_root, run_checked};
 
@@ -138,6 +140,23 @@ pub const BASE: Group = Group {
     ],
 };
 
+/// The OpenSSH client: a board's connection (the user's own client, config
+/// and agent).
+pub const SSH_CLIENT: Group = Group {
+    name: "SSH client",
+    packages: &[pkg(
+        "openssh-client",
+        "ssh: the board's connection; ssh-keygen: the test board's keys",
+    )],
+};
+
+/// The test board: a private sshd on 127.0.0.1 (the system's is never
+/// started).
+pub const SSH_SERVER: Group = Group {
+    name: "SSH test board",
+    packages: &[pkg("openssh-server", "sshd: the tests' SSH board")],
+};
+
 /// Git, which the bisect test drives.
 pub const GIT: Group = Group {
     name: "git",
@@ -214,12 +233,31 @@ pub const RUN_PREBUILT: Needs = Needs {
     starts: &[],
 };
 
-/// What `run` and `bisect` need: with `--bin-dir` nothing is built.
-pub fn for_run(bin_dir_given: bool) -> &'static Needs {
-    if bin_dir_given {
-        &RUN_PREBUILT
-    } else {
-        &RUN
+/// `run`, `bisect`, `restore` and `board check` on a board over SSH: the
+/// binaries are built here (for a board of this machine's architecture),
+/// and ssh reaches the board.
+pub const RUN_SSH: Needs = Needs {
+    command: "run --target",
+    groups: &[&BUILD, &SSH_CLIENT, &BASE],
+    starts: &[&[programs::SSH, programs::SH]],
+};
+
+/// The same with `--bin-dir`: nothing is built, nothing runs here but ssh
+/// (and `sh`, which the unit tests quote for).
+pub const RUN_SSH_PREBUILT: Needs = Needs {
+    command: "run --target --bin-dir",
+    groups: &[&SSH_CLIENT, &BASE],
+    starts: &[&[programs::SSH, programs::SH]],
+};
+
+/// What `run` and `bisect` need: with `--bin-dir` nothing is built; on a
+/// board (`on_board`), ssh and not the player's runtime.
+pub fn for_run(bin_dir_given: bool, on_board: bool) -> &'static Needs {
+    match (bin_dir_given, on_board) {
+        (false, false) => &RUN,
+        (true, false) => &RUN_PREBUILT,
+        (false, true) => &RUN_SSH,
+        (true, true) => &RUN_SSH_PREBUILT,
     }
 }
 
@@ -261,11 +299,14 @@ pub const TEST: Needs = Needs {
         &RT_TESTS,
         &BASE,
         &GIT,
+        &SSH_CLIENT,
+        &SSH_SERVER,
     ],
     starts: &[
         JackServer::PROGRAMS,
         PulseServer::PROGRAMS,
         PipeWireServer::PROGRAMS,
+        TestBoard::PROGRAMS,
         &[
             started::APLAY,
             started::HACKBENCH,
@@ -459,11 +500,15 @@ mod tests {
         &RT_TESTS,
         &BASE,
         &GIT,
+        &SSH_CLIENT,
+        &SSH_SERVER,
     ];
 
     const ALL_NEEDS: &[&Needs] = &[
         &RUN,
         &RUN_PREBUILT,
+        &RUN_SSH,
+        &RUN_SSH_PREBUILT,
         &BENCH_PLAYER,
         &BENCH_HACKBENCH,
         &LINT,
@@ -493,11 +538,29 @@ mod tests {
     fn run_installs_only_the_build_prerequisites() {
         assert_eq!(names(&RUN), ["pkg-config", "libasound2-dev"]);
         assert_eq!(names(&RUN_PREBUILT), ["libasound2"]);
+        assert_eq!(
+            names(&RUN_SSH),
+            [
+                "pkg-config",
+                "libasound2-dev",
+                "openssh-client",
+                "util-linux",
+                "coreutils",
+                "dash"
+            ]
+        );
+        assert_eq!(
+            names(&RUN_SSH_PREBUILT),
+            ["openssh-client", "util-linux", "coreutils", "dash"]
+        );
+        assert_eq!(for_run(true, true).command, RUN_SSH_PREBUILT.command);
+        assert_eq!(for_run(false, true).command, RUN_SSH.command);
+        assert_eq!(for_run(false, false).command, RUN.command);
     }
 
     #[test]
     fn only_test_installs_sound_servers() {
-        let servers: Vec<&str> = [&PULSEAUDIO, &PIPEWIRE]
+        let servers: Vec<&str> = [&PULSEAUDIO, &PIPEWIRE, &SSH_SERVER]
             .iter()
             .flat_map(|g| g.packages.iter().map(|p| p.name))
             .collect();
@@ -580,6 +643,7 @@ mod tests {
             JackServer::PROGRAMS,
             PulseServer::PROGRAMS,
             PipeWireServer::PROGRAMS,
+            TestBoard::PROGRAMS,
         ] {
             assert!(starts(&TEST, table));
         }
@@ -704,7 +768,12 @@ mod tests {
             vec![&BENCH_PLAYER]
         } else if rel.starts_with("xtask/src/bench/hackbench") {
             vec![&BENCH_HACKBENCH]
-        } else if rel.starts_with("xtask/src/run/") || rel.starts_with("xtask/src/bisect/") {
+        } else if rel.starts_with("xtask/src/target/ssh") {
+            vec![&RUN_SSH, &RUN_SSH_PREBUILT]
+        } else if rel.starts_with("xtask/src/run/")
+            || rel.starts_with("xtask/src/bisect/")
+            || rel.starts_with("xtask/src/target/")
+        {
             vec![&RUN, &RUN_PREBUILT]
         } else if rel.contains("/tests/") || rel.starts_with("crates/soundserver/") {
             // The soundserver's per-server split is checked separately.
@@ -728,6 +797,7 @@ mod tests {
             JackServer::PROGRAMS,
             PulseServer::PROGRAMS,
             PipeWireServer::PROGRAMS,
+            TestBoard::PROGRAMS,
         ]
         .iter()
         .copied()

@@ -4,6 +4,7 @@
 
 mod bench;
 mod bisect;
+mod board;
 mod compare;
 mod deps;
 mod plot;
@@ -35,8 +36,12 @@ enum Verb {
     Bench(bench::BenchArgs),
     /// Run a scenario file (configurations × trials).
     Run(run::RunArgs),
-    /// Restore knobs a killed trial left changed (`xrun-trial restore`).
+    /// Restore knobs a killed trial left changed (`xrun-trial restore`),
+    /// here or on a board (--target).
     Restore(run::RestoreArgs),
+    /// Boards: `board check` (what a board offers against what a scenario
+    /// needs).
+    Board(board::BoardArgs),
     /// Compare run directories: mmtests-style table with significance.
     Compare(compare::CompareArgs),
     /// SVG plots of a run directory (fill CDF, underrun gaps, hackbench).
@@ -65,6 +70,7 @@ fn main() -> std::process::ExitCode {
         Verb::Bench(args) => bench::run(&args),
         Verb::Run(args) => run::run(&args),
         Verb::Restore(args) => run::restore(&args),
+        Verb::Board(args) => board::run(&args),
         Verb::Compare(args) => compare::run(&args),
         Verb::Plot(args) => plot::run(&args),
         Verb::Bisect(args) => bisect::run(&args),

@@ -118,9 +118,12 @@ fn step(args: &BisectArgs) -> Result<u8, Stop> {
     let baseline = baseline_values(args, &base, &base_config)?;
     // A machine that cannot build or run the binaries fails on every
     // commit alike: abort rather than skip.
-    crate::deps::ensure(crate::deps::for_run(args.bin_dir.is_some()))
-        .map_err(|e| abort(e.to_string()))?;
-    let session = match Session::open(SessionArgs {
+    crate::deps::ensure(crate::deps::for_run(
+        args.bin_dir.is_some(),
+        scenario.target.is_some(),
+    ))
+    .map_err(|e| abort(e.to_string()))?;
+    let mut session = match Session::open(SessionArgs {
         file,
         scenario,
         only: std::slice::from_ref(&config),
@@ -134,7 +137,7 @@ fn step(args: &BisectArgs) -> Result<u8, Stop> {
         }
         Err(SetupError::Failed(e)) => return Err(skip(format!("{e:#}"))),
     };
-    let scenario = &session.scenario;
+    let scenario = session.scenario.clone();
     let resolution = args.metric.resolution(scenario.duration.as_secs_f64());
     let rule = Rule::new(
         &baseline,
@@ -168,7 +171,8 @@ fn step(args: &BisectArgs) -> Result<u8, Stop> {
         store::write_json(&run_dir.join("run.json"), m).map_err(|e| skip(format!("{e:#}")))
     };
     write_manifest(&manifest)?;
-    let result = trials(&session, &run_dir, args, &rule, &config);
+    let result = trials(&mut session, &run_dir, args, &rule, &config);
+    session.finish();
     manifest.outcome = Some(match &result {
         Ok(_) => Outcome::Completed,
         Err(Stop(EXIT_INTERRUPTED, _)) => Outcome::Interrupted {
@@ -310,7 +314,7 @@ fn baseline_values(args: &BisectArgs, base: &RunDir, name: &str) -> Result<Vec<f
 
 /// Runs trials until the rule decides; prints one line per trial.
 fn trials(
-    session: &Session,
+    session: &mut Session,
     run_dir: &Path,
     args: &BisectArgs,
     rule: &Rule,
@@ -339,6 +343,7 @@ fn trials(
                 return Err(skip(format!("trial {k} could not run: {why}")))
             }
             Ok(TrialEnd::Lost(why)) => return Err(skip(format!("trial {k} was lost: {why}"))),
+            Ok(TrialEnd::Unreachable(why)) => return Err(skip(format!("trial {k}: {why}"))),
             Err(e) => return Err(skip(format!("trial {k}: {e:#}"))),
         };
         let Some(v) = args.metric.of(&record) else {

@@ -3,10 +3,13 @@
 //! read back and always restored there), results on disk; and `cargo xtask
 //! restore`, which has the target replay journals left by a killed trial.
 //!
-//! Flow: parse and resolve the scenario → open the session (board
-//! binaries, target, journals replayed, validation against the target, all
-//! errors before anything runs) → plan → for each planned trial, its spec
-//! to `xrun-trial run -` and its record back → summary and comparison.
+//! Flow: parse and resolve the scenario (`--target` and `--ssh-option`
+//! applied) → open the session (target connected, board binaries built and
+//! put there, journals replayed, validation against the target, all errors
+//! before anything runs) → plan → for each planned trial, its spec to
+//! `xrun-trial run -` and its record back (a trial lost to the link run
+//! again) → the target's staged files removed, its link closed → summary
+//! and comparison.
 
 pub mod plan;
 pub mod scenario;
@@ -28,10 +31,9 @@ use anyhow::Result;
 use xrunbench_schema::trial::{AudioInput, TrialRecord};
 
 use self::plan::PlannedTrial;
-use self::scenario::Scenario;
+use self::scenario::{Scenario, SshTarget};
 pub use self::session::{Outcome, RunManifest};
 use self::session::{Session, SessionArgs, SetupError, TrialEnd};
-use crate::target::{Local, Target};
 
 /// Exit code for bad input (scenario, options).
 const EXIT_BAD_INPUT: u8 = 2;
@@ -59,9 +61,77 @@ pub struct RunArgs {
     #[arg(long, value_name = "DIR")]
     pub results_dir: Option<PathBuf>,
     /// Use xrun-trial, xrun-player and xrun-hackbench from DIR instead of
-    /// building them.
+    /// building them (for a board: binaries for its architecture).
     #[arg(long, value_name = "DIR")]
     pub bin_dir: Option<PathBuf>,
+    /// The board to run on.
+    #[command(flatten)]
+    pub target: TargetArgs,
+}
+
+/// Where the trials run, from the command line: a board over SSH.
+#[derive(clap::Args, Debug, Clone, Default)]
+pub struct TargetArgs {
+    /// Run on this board over SSH: an OpenSSH destination (root@rpi4.lab,
+    /// a Host of ~/.ssh/config); replaces the scenario's [target] ssh.
+    #[arg(long, value_name = "DEST")]
+    pub target: Option<String>,
+    /// An ssh_config option for the board's connection (Port=2222,
+    /// IdentityFile=…, UserKnownHostsFile=…, ProxyJump=…); repeatable,
+    /// before the scenario's [target] options.
+    #[arg(short = 'o', long = "ssh-option", value_name = "KEY=VALUE")]
+    pub ssh_options: Vec<String>,
+}
+
+impl TargetArgs {
+    /// Applies `--target` and `--ssh-option` to `s`; an error is one line.
+    pub fn apply(&self, s: &mut Scenario) -> Result<(), String> {
+        if let Some(dest) = &self.target {
+            scenario::check_destination(dest).map_err(|m| format!("--target {m}"))?;
+            match &mut s.target {
+                Some(t) => t.destination = dest.clone(),
+                None => {
+                    s.target = Some(
+                        SshTarget::with_defaults(dest, s.duration, s.warmup)
+                            .map_err(|m| format!("--target {m}"))?,
+                    )
+                }
+            }
+        }
+        if self.ssh_options.is_empty() {
+            return Ok(());
+        }
+        let Some(t) = &mut s.target else {
+            return Err(
+                "--ssh-option needs a board: give --target DEST or a [target] table".into(),
+            );
+        };
+        for o in &self.ssh_options {
+            crate::target::ssh::check_option(o).map_err(|m| format!("--ssh-option {m}"))?;
+        }
+        let mut options = self.ssh_options.clone();
+        options.append(&mut t.options);
+        t.options = options;
+        Ok(())
+    }
+
+    /// The board these options name, alone (no scenario): defaults for
+    /// everything but the destination and the options.
+    pub fn board(&self) -> Result<Option<SshTarget>, String> {
+        let mut s = Scenario {
+            path: PathBuf::from("--target"),
+            name: String::new(),
+            description: String::new(),
+            trials: 1,
+            duration: scenario::DEFAULT_DURATION,
+            warmup: scenario::DEFAULT_WARMUP,
+            order: scenario::Order::Interleaved,
+            configs: Vec::new(),
+            target: None,
+        };
+        self.apply(&mut s)?;
+        Ok(s.target)
+    }
 }
 
 /// Arguments of `cargo xtask restore`.
@@ -70,20 +140,42 @@ pub struct RestoreArgs {
     /// Use xrun-trial from DIR instead of building it.
     #[arg(long, value_name = "DIR")]
     pub bin_dir: Option<PathBuf>,
+    /// On this board instead of here.
+    #[command(flatten)]
+    pub target: TargetArgs,
 }
 
-/// `cargo xtask restore`: `xrun-trial restore` on the target.
+/// `cargo xtask restore`: `xrun-trial restore` on the target (this machine
+/// or `--target`).
 pub fn restore(args: &RestoreArgs) -> Result<ExitCode> {
-    let dir = match &args.bin_dir {
-        Some(d) => d.clone(),
-        None => crate::util::build_release_binaries(&[
-            "xrunbench-trial",
-            "xrunbench-player",
-            "xrunbench-hackbench",
-        ])?,
+    let board = match args.target.board() {
+        Ok(b) => b,
+        Err(m) => return Ok(bad_input(&[m])),
     };
-    let target = Local::new(&dir)?;
-    let (ok, lines) = target.restore()?;
+    let mut s = Scenario {
+        path: PathBuf::from("restore"),
+        name: String::new(),
+        description: String::new(),
+        trials: 1,
+        duration: scenario::DEFAULT_DURATION,
+        warmup: scenario::DEFAULT_WARMUP,
+        order: scenario::Order::Interleaved,
+        configs: Vec::new(),
+        target: board,
+    };
+    if let Err(e) = crate::deps::ensure(crate::deps::for_run(
+        args.bin_dir.is_some(),
+        s.target.is_some(),
+    )) {
+        return Ok(e.report());
+    }
+    let mut target = session::open_target(&s, args.bin_dir.clone())?;
+    s.target = None;
+    let restored = target.restore();
+    for l in target.finish() {
+        eprintln!("xtask: {l}");
+    }
+    let (ok, lines) = restored?;
     for l in lines {
         println!("{l}");
     }
@@ -104,16 +196,17 @@ pub fn run(args: &RunArgs) -> Result<ExitCode> {
     if let Err(msg) = apply_options(args, &mut scenario) {
         return Ok(bad_input(&[msg]));
     }
+    let on_board = scenario.target.is_some();
     let results_root = args
         .results_dir
         .clone()
         .unwrap_or_else(store::default_results_root);
     // Building the binaries (which validation needs: it asks xrun-trial)
     // needs the build prerequisites; the scenario itself was checked above.
-    if let Err(e) = crate::deps::ensure(crate::deps::for_run(args.bin_dir.is_some())) {
+    if let Err(e) = crate::deps::ensure(crate::deps::for_run(args.bin_dir.is_some(), on_board)) {
         return Ok(e.report());
     }
-    let session = match Session::open(SessionArgs {
+    let mut session = match Session::open(SessionArgs {
         file,
         scenario,
         only: &args.only,
@@ -134,7 +227,7 @@ pub fn run(args: &RunArgs) -> Result<ExitCode> {
     for line in &session.skipped {
         eprintln!("xtask: {line}");
     }
-    let scenario = &session.scenario;
+    let scenario = session.scenario.clone();
     let run_dir = store::create_run_dir(&results_root, &scenario.name, args.label.as_deref())?;
     let run_dir = std::fs::canonicalize(&run_dir).unwrap_or(run_dir);
     let names: Vec<String> = scenario.configs.iter().map(|c| c.name.clone()).collect();
@@ -149,7 +242,8 @@ pub fn run(args: &RunArgs) -> Result<ExitCode> {
         run_dir.display()
     );
 
-    let (finished, mut outcome) = run_plan(&session, &run_dir, &plan);
+    let (finished, mut outcome) = run_plan(&mut session, &run_dir, &plan);
+    session.finish();
     // The summary reads back what is on disk: what a later `compare` sees.
     let records = match summary::Summary::load_records(&run_dir) {
         Ok(r) => r,
@@ -203,6 +297,7 @@ fn bad_input(lines: &[String]) -> ExitCode {
 }
 
 fn apply_options(args: &RunArgs, s: &mut Scenario) -> Result<(), String> {
+    args.target.apply(s)?;
     if let Some(t) = args.trials {
         if t == 0 {
             return Err("--trials must be at least 1".into());
@@ -224,7 +319,7 @@ fn apply_options(args: &RunArgs, s: &mut Scenario) -> Result<(), String> {
 
 /// Runs the plan; stops at the first trial that fails or is lost, or at a
 /// signal. Every trial restores its own knobs whatever happens.
-fn run_plan(session: &Session, run_dir: &Path, plan: &[PlannedTrial]) -> (usize, Outcome) {
+fn run_plan(session: &mut Session, run_dir: &Path, plan: &[PlannedTrial]) -> (usize, Outcome) {
     let mut progress = Progress::new(plan.len(), expected_trial_time(&session.scenario));
     let mut finished = 0;
     let outcome = 'plan: {
@@ -252,6 +347,16 @@ fn run_plan(session: &Session, run_dir: &Path, plan: &[PlannedTrial]) -> (usize,
                 Ok(TrialEnd::Lost(reason)) => {
                     break 'plan Outcome::Failed {
                         error: format!("trial {stem} was lost: {reason}"),
+                    }
+                }
+                Ok(TrialEnd::Unreachable(why)) => {
+                    break 'plan Outcome::Failed {
+                        error: format!(
+                            "{why}: the run stops at trial {stem} with {finished} finished \
+                             trial(s) kept; a trial the link cut off restores its knobs on the \
+                             board itself (`cargo xtask restore --target …` replays what a \
+                             killed one left, once the board is back)"
+                        ),
                     }
                 }
                 Err(e) => {
@@ -452,4 +557,73 @@ fn dry_run(session: &Session, results_root: &Path) -> Result<ExitCode> {
         s.name
     );
     Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn quickstart() -> Scenario {
+        let p = crate::util::workspace_root().join("scenarios/quickstart.toml");
+        scenario::load(&p).unwrap().1
+    }
+
+    #[test]
+    fn target_on_the_command_line_makes_or_changes_the_board() {
+        let mut s = quickstart();
+        let args = TargetArgs {
+            target: Some("root@127.0.0.1".into()),
+            ssh_options: vec!["Port=2222".into()],
+        };
+        args.apply(&mut s).unwrap();
+        let t = s.target.clone().unwrap();
+        assert_eq!(t.destination, "root@127.0.0.1");
+        assert_eq!(t.options, ["Port=2222"]);
+        assert_eq!(
+            t.trial_timeout,
+            scenario::default_trial_timeout(s.duration, s.warmup)
+        );
+        // On a scenario with [target]: the destination replaced, the
+        // command line's options first.
+        let mut s2 = s.clone();
+        s2.target.as_mut().unwrap().options = vec!["ProxyJump=gw".into()];
+        let more = TargetArgs {
+            target: Some("pi@other".into()),
+            ssh_options: vec!["Port=22".into()],
+        };
+        more.apply(&mut s2).unwrap();
+        let t2 = s2.target.unwrap();
+        assert_eq!(t2.destination, "pi@other");
+        assert_eq!(t2.options, ["Port=22", "ProxyJump=gw"]);
+    }
+
+    #[test]
+    fn bad_target_options_are_one_line() {
+        let mut s = quickstart();
+        let only_options = TargetArgs {
+            target: None,
+            ssh_options: vec!["Port=2".into()],
+        };
+        assert!(only_options
+            .apply(&mut s)
+            .unwrap_err()
+            .contains("--ssh-option needs a board"));
+        let unchecked = TargetArgs {
+            target: Some("b".into()),
+            ssh_options: vec!["UserKnownHostsFile=/dev/null".into()],
+        };
+        let e = unchecked.apply(&mut s).unwrap_err();
+        assert!(
+            e.starts_with("--ssh-option `UserKnownHostsFile=/dev/null`"),
+            "{e}"
+        );
+        let injected = TargetArgs {
+            target: Some("-oProxyCommand=x".into()),
+            ssh_options: vec![],
+        };
+        assert!(injected
+            .apply(&mut s)
+            .unwrap_err()
+            .starts_with("--target `-oProxyCommand=x`"));
+    }
 }

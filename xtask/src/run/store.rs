@@ -87,8 +87,9 @@ pub fn record_path(trials_dir: &Path, record: &TrialRecord) -> PathBuf {
 /// Schema of [`LostTrial`].
 pub const LOST_SCHEMA: &str = "xrunbench.lost-trial/1";
 
-/// `trials/<stem>.lost.json`: a trial that left no record (its
-/// `xrun-trial` died, or the link to it did).
+/// `trials/<stem>.lost.json` (`<stem>.attempt<N>.lost.json` for a retry):
+/// a trial that left no record (its `xrun-trial` died, the link to it did,
+/// or it ran past its timeout).
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct LostTrial {
@@ -96,18 +97,26 @@ pub struct LostTrial {
     pub schema: String,
     /// Which trial.
     pub trial: TrialId,
+    /// Which attempt at it (1: the first run).
+    #[serde(default = "first_attempt")]
+    pub attempt: u32,
     /// When it was given up (RFC 3339 UTC).
     pub at: String,
     /// Why: one line.
     pub reason: String,
 }
 
+fn first_attempt() -> u32 {
+    1
+}
+
 impl LostTrial {
-    /// A lost trial, now.
-    pub fn new(trial: TrialId, reason: String) -> Self {
+    /// Attempt `attempt` at a trial, lost now.
+    pub fn new(trial: TrialId, attempt: u32, reason: String) -> Self {
         LostTrial {
             schema: LOST_SCHEMA.into(),
             trial,
+            attempt,
             at: xrunbench_schema::doc::rfc3339(SystemTime::now()),
             reason,
         }
@@ -115,7 +124,11 @@ impl LostTrial {
 
     /// Its file in `trials/`.
     pub fn path(&self, trials_dir: &Path) -> PathBuf {
-        trials_dir.join(format!("{}.lost.json", self.trial.stem()))
+        let stem = self.trial.stem();
+        trials_dir.join(match self.attempt {
+            0 | 1 => format!("{stem}.lost.json"),
+            n => format!("{stem}.attempt{n}.lost.json"),
+        })
     }
 }
 
@@ -140,6 +153,7 @@ mod tests {
             "a-1.failed.json",
             "a-1.lost.json",
             "a-1.interrupted.json",
+            "a-1.attempt2.lost.json",
             ".a-1.player.json",
         ] {
             assert!(!is_measured_record_name(n), "{n}");

@@ -6,6 +6,8 @@ use std::process::Command;
 
 use anyhow::{bail, Context, Result};
 
+use xrunbench_schema::probe::Probe;
+
 use super::Target;
 
 /// The local machine, with the board binaries in `bin_dir`.
@@ -47,7 +49,7 @@ impl Target for Local {
         cmd
     }
 
-    fn stage_audio(&mut self, host_path: &Path) -> Result<PathBuf> {
+    fn stage_audio(&mut self, host_path: &Path, _probe: &Probe) -> Result<PathBuf> {
         std::fs::canonicalize(host_path).with_context(|| format!("{}", host_path.display()))
     }
 
