@@ -7,6 +7,7 @@ mod bisect;
 mod compare;
 mod deps;
 mod plot;
+mod results;
 mod run;
 mod target;
 mod test;

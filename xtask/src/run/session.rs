@@ -6,19 +6,17 @@
 //! trial run as `xrun-trial run -` on the target and kept on disk.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::SystemTime;
 
 use anyhow::Result;
-use serde::Serialize;
 use xrunbench_schema::probe::CheckedKnob;
 use xrunbench_schema::trial::{AudioInput, MachineFingerprint, TrialOutcome, TrialRecord};
 use xrunbench_schema::Backend;
 
 use super::plan::PlannedTrial;
 use super::scenario::{AudioSource, Scenario, ScenarioFile};
-use super::store::{self, LostTrial};
 use super::{signals, spec, validate};
+use crate::results::{LostTrial, RunManifest, RunWriter, RunnerInfo, RUN_SCHEMA};
 use crate::target::{Local, Target, TrialRun};
 
 /// Why a session could not be opened.
@@ -189,13 +187,13 @@ impl Session {
         progress: &mut dyn FnMut(&str),
     ) -> Result<TrialEnd> {
         let spec = self.spec(planned, run_dir);
-        let trials = run_dir.join("trials");
+        let out = RunWriter::at(run_dir);
         let run = self
             .target
             .run_trial(&spec, progress, &|| signals::stop_requested().is_some());
         Ok(match run {
             TrialRun::Record(record) => {
-                store::write_json(&store::record_path(&trials, &record), &record)?;
+                out.trial_record(&record)?;
                 match &record.outcome {
                     TrialOutcome::Ran => TrialEnd::Done(record),
                     TrialOutcome::Failed { reason } => TrialEnd::Failed(reason.clone()),
@@ -209,7 +207,7 @@ impl Session {
             }
             TrialRun::Lost(reason) => {
                 let lost = LostTrial::new(spec.trial, reason.clone());
-                store::write_json(&lost.path(&trials), &lost)?;
+                out.lost_trial(&lost)?;
                 // Whatever killed it may have left its knobs changed: the
                 // target replays its journal now, not at the next run.
                 if let Ok((_, lines)) = self.target.restore() {
@@ -286,98 +284,6 @@ pub enum TrialEnd {
     Lost(String),
     /// We were asked to stop; the trial stopped and restored its knobs.
     Interrupted,
-}
-
-/// Schema of `run.json`.
-pub const RUN_SCHEMA: &str = "xrunbench.run/1";
-
-/// `run.json`: what was asked, planned, and where it ran.
-#[derive(Debug, Serialize)]
-pub struct RunManifest {
-    /// Always [`RUN_SCHEMA`].
-    pub schema: String,
-    /// Start time (RFC 3339 UTC).
-    pub started_at: String,
-    /// `--label`.
-    pub label: Option<String>,
-    /// Where the trials ran (`local`).
-    pub target: String,
-    /// The scenario file as parsed.
-    pub scenario_file: ScenarioFile,
-    /// The scenario resolved (defaults filled, overrides merged, options
-    /// applied, narrowed to what runs).
-    pub scenario: Scenario,
-    /// Configurations skipped for their kernel.
-    pub skipped: Vec<String>,
-    /// The plan.
-    pub plan: Vec<PlannedTrial>,
-    /// The machine the trials ran on (from the target's probe).
-    pub fingerprint: MachineFingerprint,
-    /// The runner that drove them.
-    pub runner: RunnerInfo,
-    /// How the run ended (absent while it runs).
-    pub outcome: Option<Outcome>,
-}
-
-/// How a run ended.
-#[derive(Debug, Clone, Serialize)]
-#[serde(tag = "status", rename_all = "snake_case")]
-pub enum Outcome {
-    /// Every planned trial ran.
-    Completed,
-    /// SIGINT/SIGTERM.
-    Interrupted {
-        /// The signal.
-        signal: i32,
-    },
-    /// A trial failed or was lost; the run stopped there.
-    Failed {
-        /// Why.
-        error: String,
-    },
-}
-
-/// The host side of a run: which xrunbench drove it.
-#[derive(Debug, Clone, Serialize)]
-pub struct RunnerInfo {
-    /// xtask's version.
-    pub xrunbench_version: String,
-    /// `git rev-parse HEAD` of the workspace, `+dirty` if modified.
-    pub git_commit: Option<String>,
-}
-
-impl RunnerInfo {
-    /// This runner.
-    pub fn here() -> Self {
-        RunnerInfo {
-            xrunbench_version: env!("CARGO_PKG_VERSION").to_string(),
-            git_commit: git_commit(),
-        }
-    }
-}
-
-fn git_commit() -> Option<String> {
-    let root = crate::util::workspace_root();
-    let git = |args: &[&str]| {
-        Command::new("git")
-            .arg("-C")
-            .arg(&root)
-            .args(args)
-            .output()
-            .ok()
-    };
-    let out = git(&["rev-parse", "HEAD"])?;
-    if !out.status.success() {
-        return None;
-    }
-    let mut commit = String::from_utf8_lossy(&out.stdout).trim().to_string();
-    let dirty = git(&["status", "--porcelain", "--untracked-files=no"])
-        .map(|o| !o.stdout.is_empty())
-        .unwrap_or(false);
-    if dirty {
-        commit.push_str("+dirty");
-    }
-    Some(commit)
 }
 
 #[cfg(test)]
