@@ -56,9 +56,12 @@ pub fn record_file_name(record: &TrialRecord) -> String {
     format!("{stem}.{suffix}")
 }
 
-/// A lost trial's file name.
-pub fn lost_file_name(stem: &str) -> String {
-    format!("{stem}.lost.json")
+/// The file name of attempt `attempt` at trial `stem`, lost.
+pub fn lost_file_name(stem: &str, attempt: u32) -> String {
+    match attempt {
+        0 | 1 => format!("{stem}.lost.json"),
+        n => format!("{stem}.attempt{n}.lost.json"),
+    }
 }
 
 #[cfg(test)]
@@ -78,6 +81,8 @@ mod tests {
             assert!(!is_measured_record_name(n), "{n}");
         }
         assert!(is_log_entry_name("a-1.lost.json"));
+        assert!(is_log_entry_name(&lost_file_name("a-1", 2)));
+        assert!(!is_measured_record_name("a-1.attempt2.lost.json"));
         assert!(!is_log_entry_name("a-1.json"));
         assert!(!is_log_entry_name(".a-1.lost.json.tmp-1"));
     }

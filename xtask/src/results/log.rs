@@ -12,7 +12,8 @@ use xrunbench_schema::trial::{TrialId, TrialOutcome, TrialRecord};
 /// Schema of [`LostTrial`].
 pub const LOST_SCHEMA: &str = "xrunbench.lost-trial/1";
 
-/// `trials/<stem>.lost.json`: a trial that left no record.
+/// `trials/<stem>.lost.json` (`<stem>.attempt<N>.lost.json` for a retry):
+/// a trial that left no record.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct LostTrial {
@@ -20,18 +21,26 @@ pub struct LostTrial {
     pub schema: String,
     /// Which trial.
     pub trial: TrialId,
+    /// Which attempt at it (1: the first run).
+    #[serde(default = "first_attempt")]
+    pub attempt: u32,
     /// When it was given up (RFC 3339 UTC).
     pub at: String,
     /// Why: one line.
     pub reason: String,
 }
 
+fn first_attempt() -> u32 {
+    1
+}
+
 impl LostTrial {
-    /// A lost trial, now.
-    pub fn new(trial: TrialId, reason: String) -> Self {
+    /// Attempt `attempt` at a trial, lost now.
+    pub fn new(trial: TrialId, attempt: u32, reason: String) -> Self {
         LostTrial {
             schema: LOST_SCHEMA.into(),
             trial,
+            attempt,
             at: xrunbench_schema::doc::rfc3339(SystemTime::now()),
             reason,
         }

@@ -442,7 +442,7 @@ mod tests {
         let mut lost_id = trial("b", 2, |_| {}).trial;
         lost_id.seq = 2;
         RunWriter::at(&dir)
-            .lost_trial(&LostTrial::new(lost_id, "xrun-trial died".into()))
+            .lost_trial(&LostTrial::new(lost_id, 1, "xrun-trial died".into()))
             .unwrap();
         let run = RunDir::load(&dir).unwrap();
         assert_eq!(run.records.len(), 1, "the log is not measured");

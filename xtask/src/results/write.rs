@@ -87,9 +87,11 @@ impl RunWriter {
         Ok(path)
     }
 
-    /// A trial that left no record: `trials/<stem>.lost.json`.
+    /// A trial that left no record: `trials/<stem>.lost.json`
+    /// (`<stem>.attempt<N>.lost.json` for a retry).
     pub fn lost_trial(&self, lost: &LostTrial) -> Result<PathBuf> {
-        let path = layout::trials_dir(&self.dir).join(layout::lost_file_name(&lost.trial.stem()));
+        let path = layout::trials_dir(&self.dir)
+            .join(layout::lost_file_name(&lost.trial.stem(), lost.attempt));
         write_json(&path, lost)?;
         Ok(path)
     }

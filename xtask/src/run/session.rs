@@ -206,7 +206,7 @@ impl Session {
                 }
             }
             TrialRun::Lost(reason) => {
-                let lost = LostTrial::new(spec.trial, reason.clone());
+                let lost = LostTrial::new(spec.trial, 1, reason.clone());
                 out.lost_trial(&lost)?;
                 // Whatever killed it may have left its knobs changed: the
                 // target replays its journal now, not at the next run.

@@ -332,6 +332,14 @@ mod tests {
         // The planned configuration without trials is still shown.
         assert_eq!(summary.configs[3].name, "d");
         assert!(summary.configs[3].trials.is_empty());
+        // As data, metrics are named as the comparison's JSON names them.
+        let js = serde_json::to_value(&summary).unwrap();
+        assert_eq!(
+            js["configs"][0]["trials"][1]["values"]["min-fill"],
+            Value::Null
+        );
+        assert_eq!(js["configs"][2]["stats"]["min-fill"], Value::Null);
+        assert_eq!(js["configs"][0]["stats"]["min-fill"]["n"], 3);
 
         // The text shows the same numbers, two decimals.
         let text = render_text(&summary);
