@@ -8,6 +8,7 @@ mod board;
 mod compare;
 mod deps;
 mod plot;
+mod results;
 mod run;
 mod target;
 mod test;

@@ -22,11 +22,11 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use self::rule::{Decision, Rule};
-use crate::compare::load::RunDir;
 use crate::compare::metrics::Metric;
+use crate::results::{default_results_root, Outcome, RunDir, RunManifest, RunWriter};
 use crate::run::plan::PlannedTrial;
 use crate::run::session::{Session, SessionArgs, SetupError, TrialEnd};
-use crate::run::{scenario, signals, store, Outcome};
+use crate::run::{scenario, signals};
 
 /// git bisect: good.
 const EXIT_GOOD: u8 = 0;
@@ -163,15 +163,14 @@ fn step(args: &BisectArgs) -> Result<u8, Stop> {
     let results_root = args
         .results_dir
         .clone()
-        .unwrap_or_else(store::default_results_root);
-    let run_dir = store::create_run_dir(&results_root, &scenario.name, Some("bisect"))
+        .unwrap_or_else(default_results_root);
+    let out = RunWriter::create(&results_root, &scenario.name, Some("bisect"))
         .map_err(|e| skip(format!("{e:#}")))?;
+    let run_dir = out.dir();
     let mut manifest = session.manifest(Some("bisect".into()), Vec::new());
-    let write_manifest = |m: &crate::run::RunManifest| {
-        store::write_json(&run_dir.join("run.json"), m).map_err(|e| skip(format!("{e:#}")))
-    };
+    let write_manifest = |m: &RunManifest| out.manifest(m).map_err(|e| skip(format!("{e:#}")));
     write_manifest(&manifest)?;
-    let result = trials(&mut session, &run_dir, args, &rule, &config);
+    let result = trials(&mut session, run_dir, args, &rule, &config);
     session.finish();
     manifest.outcome = Some(match &result {
         Ok(_) => Outcome::Completed,
@@ -243,9 +242,15 @@ fn check_same_scenario(
     scenario: &scenario::Scenario,
     config: &str,
 ) -> Result<(), Stop> {
-    let manifest = base.path.join("run.json");
-    let recorded = recorded_scenario(&manifest)?;
-    let Some(theirs) = recorded.fingerprint(base_config) else {
+    let manifest = base.manifest_path();
+    let Some(recorded) = &base.manifest else {
+        return Err(abort(format!(
+            "{}: not found: the baseline must be a run directory of `cargo xtask run`, which \
+             records its scenario there",
+            manifest.display()
+        )));
+    };
+    let Some(theirs) = recorded.scenario.fingerprint(base_config) else {
         return Err(abort(format!(
             "{}: its scenario has no configuration `{base_config}`: cannot check that the \
              baseline ran the same scenario",
@@ -269,29 +274,6 @@ fn check_same_scenario(
         args.scenario.display(),
         differ.join(", "),
     )))
-}
-
-/// The resolved scenario a run directory's `run.json` recorded.
-fn recorded_scenario(manifest: &std::path::Path) -> Result<scenario::Scenario, Stop> {
-    #[derive(serde::Deserialize)]
-    struct Recorded {
-        scenario: scenario::Scenario,
-    }
-    let text = std::fs::read_to_string(manifest).map_err(|e| {
-        abort(format!(
-            "{}: cannot read it ({e}): the baseline must be a run directory of \
-             `cargo xtask run`, which records its scenario there",
-            manifest.display()
-        ))
-    })?;
-    serde_json::from_str::<Recorded>(&text)
-        .map(|r| r.scenario)
-        .map_err(|e| {
-            abort(format!(
-                "{}: expected the scenario the baseline ran (xrunbench.run/1): {e}",
-                manifest.display()
-            ))
-        })
 }
 
 fn baseline_values(args: &BisectArgs, base: &RunDir, name: &str) -> Result<Vec<f64>, Stop> {

@@ -16,7 +16,6 @@ pub mod scenario;
 pub mod session;
 pub mod signals;
 pub mod spec;
-pub mod store;
 pub mod summary;
 pub mod units;
 pub mod validate;
@@ -32,8 +31,8 @@ use xrunbench_schema::trial::{AudioInput, TrialRecord};
 
 use self::plan::PlannedTrial;
 use self::scenario::{Scenario, SshTarget};
-pub use self::session::{Outcome, RunManifest};
 use self::session::{Session, SessionArgs, SetupError, TrialEnd};
+use crate::results::{default_results_root, Outcome, RunDir, RunWriter};
 
 /// Exit code for bad input (scenario, options).
 const EXIT_BAD_INPUT: u8 = 2;
@@ -200,7 +199,7 @@ pub fn run(args: &RunArgs) -> Result<ExitCode> {
     let results_root = args
         .results_dir
         .clone()
-        .unwrap_or_else(store::default_results_root);
+        .unwrap_or_else(default_results_root);
     // Building the binaries (which validation needs: it asks xrun-trial)
     // needs the build prerequisites; the scenario itself was checked above.
     if let Err(e) = crate::deps::ensure(crate::deps::for_run(args.bin_dir.is_some(), on_board)) {
@@ -227,13 +226,14 @@ pub fn run(args: &RunArgs) -> Result<ExitCode> {
     for line in &session.skipped {
         eprintln!("xtask: {line}");
     }
+    // A copy: the session is borrowed mutably by every trial below.
     let scenario = session.scenario.clone();
-    let run_dir = store::create_run_dir(&results_root, &scenario.name, args.label.as_deref())?;
-    let run_dir = std::fs::canonicalize(&run_dir).unwrap_or(run_dir);
+    let out = RunWriter::create(&results_root, &scenario.name, args.label.as_deref())?;
+    let run_dir = out.dir().to_path_buf();
     let names: Vec<String> = scenario.configs.iter().map(|c| c.name.clone()).collect();
     let plan = plan::make_plan(&names, scenario.trials, scenario.order);
     let mut manifest = session.manifest(args.label.clone(), plan.clone());
-    store::write_json(&run_dir.join("run.json"), &manifest)?;
+    out.manifest(&manifest)?;
     eprintln!(
         "xtask: {} trials of {} s on {}; results in {}",
         plan.len(),
@@ -242,43 +242,42 @@ pub fn run(args: &RunArgs) -> Result<ExitCode> {
         run_dir.display()
     );
 
-    let (finished, mut outcome) = run_plan(&mut session, &run_dir, &plan);
+    let (finished, outcome) = run_plan(&mut session, &run_dir, &plan);
     session.finish();
-    // The summary reads back what is on disk: what a later `compare` sees.
-    let records = match summary::Summary::load_records(&run_dir) {
-        Ok(r) => r,
-        Err(e) => {
-            outcome = Outcome::Failed {
-                error: format!("{e:#}"),
-            };
-            Vec::new()
-        }
+    // Everything after the trials reads back what is on disk: what a later
+    // `compare` sees.
+    let (outcome, dir) = match RunDir::read(&run_dir) {
+        Ok(dir) => (outcome, Some(dir)),
+        Err(e) => (
+            Outcome::Failed {
+                error: e.to_string(),
+            },
+            None,
+        ),
     };
-    debug_assert!(records.len() == finished || matches!(outcome, Outcome::Failed { .. }));
-
-    let summary = summary::Summary::build(
-        &scenario.name,
-        &names,
-        scenario.duration.as_secs_f64(),
-        &records,
-        plan.len() - records.len(),
-    );
-    let text = summary::render_text(&summary);
-    xrunbench_schema::doc::write_atomic(&run_dir.join("summary.txt"), text.as_bytes())?;
-    store::write_json(&run_dir.join("summary.json"), &summary)?;
+    // How the run ended goes into run.json first: nothing that may fail
+    // below (a full disk) may keep it from being recorded.
     manifest.outcome = Some(outcome.clone());
-    store::write_json(&run_dir.join("run.json"), &manifest)?;
-    print!("{text}");
-    if !records.is_empty() {
-        crate::compare::after_run(&run_dir);
+    let mut first_error = out.manifest(&manifest).err();
+    let measured = dir.as_ref().map_or(0, |d| d.records.len());
+    if let Some(dir) = &dir {
+        debug_assert!(measured == finished || matches!(outcome, Outcome::Failed { .. }));
+        if let Err(e) = write_summary(&out, dir, &outcome) {
+            first_error.get_or_insert(e);
+        }
+        if measured > 0 {
+            write_comparison_and_plots(&out, dir);
+        }
+    }
+    if let Some(e) = first_error {
+        return Err(e);
     }
     println!("results: {}", run_dir.display());
     Ok(match outcome {
         Outcome::Completed => ExitCode::SUCCESS,
         Outcome::Interrupted { signal } => {
             eprintln!(
-                "xtask: interrupted by signal {signal}: knobs restored, {} finished trial(s) kept",
-                records.len()
+                "xtask: interrupted by signal {signal}: knobs restored, {measured} finished trial(s) kept"
             );
             ExitCode::from(EXIT_INTERRUPTED)
         }
@@ -287,6 +286,36 @@ pub fn run(args: &RunArgs) -> Result<ExitCode> {
             ExitCode::FAILURE
         }
     })
+}
+
+/// Prints the summary and writes it (`summary.txt`, `summary.json`).
+fn write_summary(out: &RunWriter, dir: &RunDir, outcome: &Outcome) -> Result<()> {
+    let summary = summary::Summary::of(dir, outcome)?;
+    let text = summary::render_text(&summary);
+    print!("{text}");
+    out.summary(&text, &summary)
+}
+
+/// After the trials: prints the comparison table and writes it in every
+/// format (`comparison.txt`, `.md`, `.csv`, `.json`) and the plots into
+/// the run directory. A problem here is reported but does not fail the
+/// run: the trials are already safe.
+fn write_comparison_and_plots(out: &RunWriter, dir: &RunDir) {
+    use crate::compare::export::{exporter, Format};
+    use crate::compare::{build, table::Significance, ALPHA};
+    let result = (|| -> Result<()> {
+        let table = build(std::slice::from_ref(dir), Significance::Mwu, ALPHA);
+        println!();
+        print!("{}", exporter(Format::Text).render(&table));
+        for format in Format::ALL {
+            out.comparison(format.extension(), &exporter(format).render(&table))?;
+        }
+        crate::plot::write_all(dir)?;
+        Ok(())
+    })();
+    if let Err(e) = result {
+        eprintln!("xtask: comparison or plots not written: {e:#}");
+    }
 }
 
 fn bad_input(lines: &[String]) -> ExitCode {

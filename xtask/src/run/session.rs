@@ -9,19 +9,17 @@
 //! the target recovered, up to its `retries`.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::SystemTime;
 
 use anyhow::Result;
-use serde::Serialize;
 use xrunbench_schema::probe::{CheckedKnob, Probe};
 use xrunbench_schema::trial::{AudioInput, MachineFingerprint, TrialOutcome, TrialRecord};
 use xrunbench_schema::Backend;
 
 use super::plan::PlannedTrial;
 use super::scenario::{AudioSource, Scenario, ScenarioFile};
-use super::store::{self, LostTrial};
 use super::{signals, spec, validate};
+use crate::results::{LostTrial, RunManifest, RunWriter, RunnerInfo, RUN_SCHEMA};
 use crate::target::{binaries, Local, Ssh, Target, TrialRun};
 
 /// Why a session could not be opened.
@@ -201,7 +199,7 @@ impl Session {
         progress: &mut dyn FnMut(&str),
     ) -> Result<TrialEnd> {
         let spec = self.spec(planned, run_dir);
-        let trials = run_dir.join("trials");
+        let out = RunWriter::at(run_dir);
         let stem = spec.trial.stem();
         let retries = self.target.retries();
         let mut attempt = 1;
@@ -211,7 +209,7 @@ impl Session {
                 .run_trial(&spec, progress, &|| signals::stop_requested().is_some());
             let (reason, pid) = match run {
                 TrialRun::Record(record) => {
-                    store::write_json(&store::record_path(&trials, &record), &record)?;
+                    out.trial_record(&record)?;
                     match &record.outcome {
                         TrialOutcome::Ran => return Ok(TrialEnd::Done(record)),
                         TrialOutcome::Failed { reason } => {
@@ -227,7 +225,7 @@ impl Session {
                 }
                 TrialRun::Lost { reason, pid } => {
                     let lost = LostTrial::new(spec.trial.clone(), attempt, reason.clone());
-                    store::write_json(&lost.path(&trials), &lost)?;
+                    out.lost_trial(&lost)?;
                     (reason, pid)
                 }
             };
@@ -328,99 +326,6 @@ pub enum TrialEnd {
     Unreachable(String),
     /// We were asked to stop; the trial stopped and restored its knobs.
     Interrupted,
-}
-
-/// Schema of `run.json`.
-pub const RUN_SCHEMA: &str = "xrunbench.run/1";
-
-/// `run.json`: what was asked, planned, and where it ran.
-#[derive(Debug, Serialize)]
-pub struct RunManifest {
-    /// Always [`RUN_SCHEMA`].
-    pub schema: String,
-    /// Start time (RFC 3339 UTC).
-    pub started_at: String,
-    /// `--label`.
-    pub label: Option<String>,
-    /// Where the trials ran (`local`, `ssh root@rpi4.lab`); the resolved
-    /// `scenario.target` has the details.
-    pub target: String,
-    /// The scenario file as parsed.
-    pub scenario_file: ScenarioFile,
-    /// The scenario resolved (defaults filled, overrides merged, options
-    /// applied, narrowed to what runs).
-    pub scenario: Scenario,
-    /// Configurations skipped for their kernel.
-    pub skipped: Vec<String>,
-    /// The plan.
-    pub plan: Vec<PlannedTrial>,
-    /// The machine the trials ran on (from the target's probe).
-    pub fingerprint: MachineFingerprint,
-    /// The runner that drove them.
-    pub runner: RunnerInfo,
-    /// How the run ended (absent while it runs).
-    pub outcome: Option<Outcome>,
-}
-
-/// How a run ended.
-#[derive(Debug, Clone, Serialize)]
-#[serde(tag = "status", rename_all = "snake_case")]
-pub enum Outcome {
-    /// Every planned trial ran.
-    Completed,
-    /// SIGINT/SIGTERM.
-    Interrupted {
-        /// The signal.
-        signal: i32,
-    },
-    /// A trial failed or was lost; the run stopped there.
-    Failed {
-        /// Why.
-        error: String,
-    },
-}
-
-/// The host side of a run: which xrunbench drove it.
-#[derive(Debug, Clone, Serialize)]
-pub struct RunnerInfo {
-    /// xtask's version.
-    pub xrunbench_version: String,
-    /// `git rev-parse HEAD` of the workspace, `+dirty` if modified.
-    pub git_commit: Option<String>,
-}
-
-impl RunnerInfo {
-    /// This runner.
-    pub fn here() -> Self {
-        RunnerInfo {
-            xrunbench_version: env!("CARGO_PKG_VERSION").to_string(),
-            git_commit: git_commit(),
-        }
-    }
-}
-
-fn git_commit() -> Option<String> {
-    let root = crate::util::workspace_root();
-    let git = |args: &[&str]| {
-        Command::new("git")
-            .arg("-C")
-            .arg(&root)
-            .args(args)
-            .output()
-            .ok()
-    };
-    let out = git(&["rev-parse", "HEAD"])?;
-    if !out.status.success() {
-        return None;
-    }
-    let mut commit = String::from_utf8_lossy(&out.stdout).trim().to_string();
-    let dirty = git(&["status", "--porcelain", "--untracked-files=no"])
-        .map(|o| !o.stdout.is_empty())
-        .unwrap_or(false);
-    if dirty {
-        commit.push_str("+dirty");
-    }
-    Some(commit)
 }
 
 #[cfg(test)]
