@@ -112,3 +112,32 @@ impl TrialSample {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn thinning_keeps_each_underrun_with_its_probability() {
+        // 100 underruns of 10 ms in 10 s: 600 per minute, 6000 ms/min.
+        let t = TrialSample {
+            value: 600.0,
+            gaps_ms: vec![10.0; 100],
+            minutes: 10.0 / 60.0,
+        };
+        let mut rng = Rng(3);
+        let n = 4000;
+        let mut mean = |metric| {
+            (0..n)
+                .map(|_| t.thinned(0.5, metric, &mut rng))
+                .sum::<f64>()
+                / n as f64
+        };
+        // Binomial(100, ½): s.d. 5 underruns = 30 per minute per draw.
+        let tolerance = 4.0 * 30.0 / (n as f64).sqrt();
+        assert!((mean(Metric::Underruns) - 300.0).abs() < tolerance);
+        assert!((mean(Metric::GapPerMin) - 3000.0).abs() < 10.0 * tolerance);
+        assert!(Population::thinnable(Metric::GapPerMin));
+        assert!(!Population::thinnable(Metric::P1Fill));
+    }
+}
