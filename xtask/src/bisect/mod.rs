@@ -411,7 +411,8 @@ fn explain(k: usize, args: &BisectArgs, rule: &Rule, values: &[f64], look: &rule
         Decision::Good => "GOOD (better than the bad state)".to_string(),
         Decision::Bad => "BAD (worse than the baseline)".to_string(),
         Decision::Undecided => format!(
-            "UNDECIDED after --max-trials {}: skip (125), a guess would be a coin toss",
+            "UNDECIDED after --max-trials {}: skip (125), a guess would be a coin toss; \
+             more baseline trials or a higher --max-trials decide more often",
             args.max_trials
         ),
         Decision::Continue if look.level == 0.0 && look.level_better == 0.0 => {
