@@ -9,12 +9,14 @@
 //! |---|---|
 //! | 0 | good: no regression beyond the threshold |
 //! | 1 | bad: regression beyond the threshold |
-//! | 125 | could not test this commit: the scenario does not load or does not fit this machine (kernel mismatch, device or knob missing), the build or a trial failed |
+//! | 125 | could not test this commit: the scenario does not load or does not fit this machine (kernel mismatch, device or knob missing), the build or a trial failed; or the rule is still undecided at `--max-trials` |
 //! | 128 | usage error or unusable baseline (unreadable, too few trials, or a run of another scenario): aborts the whole bisection (it would fail on every commit) |
 //! | 130 | interrupted (SIGINT/SIGTERM): aborts the bisection |
 //!
 //! A measurement never exits ≥ 128.
 
+pub mod alternatives;
+pub mod population;
 pub mod rule;
 pub mod sim;
 
@@ -62,7 +64,7 @@ pub struct BisectArgs {
     /// (of one trial's resolution when the baseline is 0). 100 = twice as bad.
     #[arg(long, value_name = "PCT", default_value_t = 100.0)]
     pub threshold: f64,
-    /// Most trials before a forced verdict.
+    /// Most trials; still undecided then: skip (125).
     #[arg(long, value_name = "N", default_value_t = 10)]
     pub max_trials: usize,
     /// Probability of each wrong verdict (false bad, false good) allowed.
@@ -149,7 +151,8 @@ fn step(args: &BisectArgs) -> Result<u8, Stop> {
     );
     println!(
         "bisect: {} `{config}` vs baseline {} ({} trials, mean {:.3} {} = {}); bad if worse by {}%: \
-         midpoint {:.3}; per-look level {}",
+         bad state mean {:.3}{}; per-look level {} for bad, {} for good; undecided at {} trials = \
+         skip",
         scenario.name,
         base.path.display(),
         baseline.len(),
@@ -158,7 +161,14 @@ fn step(args: &BisectArgs) -> Result<u8, Stop> {
         args.metric.describe(),
         args.threshold,
         rule.reference_mean(),
+        if rule.sparse() {
+            " (sparse baseline: good = fewer than half the trials with any, by a sign test)"
+        } else {
+            ""
+        },
         describe_levels(rule.levels()),
+        describe_levels(rule.levels_better()),
+        args.max_trials,
     );
     let results_root = args
         .results_dir
@@ -337,38 +347,45 @@ fn trials(
         match look.decision {
             Decision::Good => return Ok(EXIT_GOOD),
             Decision::Bad => return Ok(EXIT_BAD),
+            Decision::Undecided => return Ok(EXIT_SKIP),
             Decision::Continue => {}
         }
     }
-    // The rule forces a verdict at max_trials; this is unreachable.
+    // The rule is undecided at max_trials at the latest; unreachable.
     Ok(EXIT_SKIP)
 }
 
-/// The per-trial line: value, running mean vs midpoint, both p against the
-/// level, and the verdict.
+/// The per-trial line: value, running mean vs the baseline's and the bad
+/// reference's, both p against the level, and the verdict.
 fn explain(k: usize, args: &BisectArgs, rule: &Rule, values: &[f64], look: &rule::Look) -> String {
     let mean = values.iter().sum::<f64>() / values.len() as f64;
-    let verdict = match (look.decision, look.forced) {
-        (Decision::Good, false) => "GOOD (better than the midpoint)".to_string(),
-        (Decision::Bad, false) => "BAD (worse than the midpoint)".to_string(),
-        (Decision::Good, true) => "GOOD (forced at --max-trials: mean on the good side)".into(),
-        (Decision::Bad, true) => "BAD (forced at --max-trials: mean on the bad side)".into(),
-        (Decision::Continue, _) if look.level == 0.0 => {
+    let verdict = match look.decision {
+        Decision::Good => "GOOD (better than the bad state)".to_string(),
+        Decision::Bad => "BAD (worse than the baseline)".to_string(),
+        Decision::Undecided => format!(
+            "UNDECIDED after --max-trials {}: skip (125), a guess would be a coin toss; \
+             more baseline trials or a higher --max-trials decide more often",
+            args.max_trials
+        ),
+        Decision::Continue if look.level == 0.0 && look.level_better == 0.0 => {
             "continue (too few trials to reach the level yet)".into()
         }
-        (Decision::Continue, _) => "continue".into(),
+        Decision::Continue => "continue".into(),
     };
     format!(
-        "bisect: trial {k}/{}: {} {:.3}; mean {:.3} vs midpoint {:.3}; p(worse) {:.4}, \
-         p(better) {:.4}, level {:.4}: {verdict}",
+        "bisect: trial {k}/{}: {} {:.3}; mean {:.3} vs baseline {:.3}, bad {:.3}; \
+         p(worse than baseline) {:.4} (level {:.4}), p(better than bad) {:.4} (level {:.4}): \
+         {verdict}",
         args.max_trials,
         args.metric.label(),
         values[values.len() - 1],
         mean,
+        rule.baseline_mean(),
         rule.reference_mean(),
         look.p_worse,
-        look.p_better,
         look.level,
+        look.p_better,
+        look.level_better,
     )
 }
 
