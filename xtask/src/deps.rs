@@ -11,7 +11,9 @@
 use std::path::PathBuf;
 use std::process::{Command, ExitCode, Stdio};
 
-use xrunbench_soundserver::{programs, JackServer, PipeWireServer, Program, PulseServer};
+use xrunbench_soundserver::{
+    programs, JackServer, PipeWireServer, Program, PulseServer, TestBoard,
+};
 
 use crate::board::arch::Arch;
 use crate::util::{is_root, run_checked};
@@ -138,6 +140,23 @@ pub const BASE: Group = Group {
         pkg("coreutils", "timeout and sleep"),
         pkg("dash", "sh"),
     ],
+};
+
+/// The OpenSSH client: a board's connection (the user's own client, config
+/// and agent).
+pub const SSH_CLIENT: Group = Group {
+    name: "SSH client",
+    packages: &[pkg(
+        "openssh-client",
+        "ssh: the board's connection; ssh-keygen: the test board's keys",
+    )],
+};
+
+/// The test board: a private sshd on 127.0.0.1 (the system's is never
+/// started).
+pub const SSH_SERVER: Group = Group {
+    name: "SSH test board",
+    packages: &[pkg("openssh-server", "sshd: the tests' SSH board")],
 };
 
 /// Git, which the bisect test drives.
@@ -331,12 +350,31 @@ pub const RUN_PREBUILT: Needs = Needs {
     starts: &[],
 };
 
-/// What `run` and `bisect` need: with `--bin-dir` nothing is built.
-pub fn for_run(bin_dir_given: bool) -> &'static Needs {
-    if bin_dir_given {
-        &RUN_PREBUILT
-    } else {
-        &RUN
+/// `run`, `bisect`, `restore` and `board check` on a board over SSH: the
+/// binaries are built here (for a board of this machine's architecture),
+/// and ssh reaches the board.
+pub const RUN_SSH: Needs = Needs {
+    command: "run --target",
+    groups: &[&BUILD, &SSH_CLIENT, &BASE],
+    starts: &[&[programs::SSH, programs::SH]],
+};
+
+/// The same with `--bin-dir`: nothing is built, nothing runs here but ssh
+/// (and `sh`, which the unit tests quote for).
+pub const RUN_SSH_PREBUILT: Needs = Needs {
+    command: "run --target --bin-dir",
+    groups: &[&SSH_CLIENT, &BASE],
+    starts: &[&[programs::SSH, programs::SH]],
+};
+
+/// What `run` and `bisect` need: with `--bin-dir` nothing is built; on a
+/// board (`on_board`), ssh and not the player's runtime.
+pub fn for_run(bin_dir_given: bool, on_board: bool) -> &'static Needs {
+    match (bin_dir_given, on_board) {
+        (false, false) => &RUN,
+        (true, false) => &RUN_PREBUILT,
+        (false, true) => &RUN_SSH,
+        (true, true) => &RUN_SSH_PREBUILT,
     }
 }
 
@@ -429,6 +467,8 @@ pub const TEST: Needs = Needs {
         &RT_TESTS,
         &BASE,
         &GIT,
+        &SSH_CLIENT,
+        &SSH_SERVER,
         &BOARD_SYSROOT,
         &CROSS_AARCH64,
         &CROSS_ARMV7,
@@ -439,6 +479,7 @@ pub const TEST: Needs = Needs {
         JackServer::PROGRAMS,
         PulseServer::PROGRAMS,
         PipeWireServer::PROGRAMS,
+        TestBoard::PROGRAMS,
         &[
             started::APLAY,
             started::HACKBENCH,
@@ -692,6 +733,8 @@ mod tests {
         &RT_TESTS,
         &BASE,
         &GIT,
+        &SSH_CLIENT,
+        &SSH_SERVER,
         &CROSS_AARCH64,
         &CROSS_ARMV7,
         &BOARD_SYSROOT,
@@ -702,6 +745,8 @@ mod tests {
     const ALL_NEEDS: &[&Needs] = &[
         &RUN,
         &RUN_PREBUILT,
+        &RUN_SSH,
+        &RUN_SSH_PREBUILT,
         &BENCH_PLAYER,
         &BENCH_HACKBENCH,
         &LINT,
@@ -732,11 +777,29 @@ mod tests {
     fn run_installs_only_the_build_prerequisites() {
         assert_eq!(names(&RUN), ["pkg-config", "libasound2-dev"]);
         assert_eq!(names(&RUN_PREBUILT), ["libasound2"]);
+        assert_eq!(
+            names(&RUN_SSH),
+            [
+                "pkg-config",
+                "libasound2-dev",
+                "openssh-client",
+                "util-linux",
+                "coreutils",
+                "dash"
+            ]
+        );
+        assert_eq!(
+            names(&RUN_SSH_PREBUILT),
+            ["openssh-client", "util-linux", "coreutils", "dash"]
+        );
+        assert_eq!(for_run(true, true).command, RUN_SSH_PREBUILT.command);
+        assert_eq!(for_run(false, true).command, RUN_SSH.command);
+        assert_eq!(for_run(false, false).command, RUN.command);
     }
 
     #[test]
     fn only_test_installs_sound_servers() {
-        let servers: Vec<&str> = [&PULSEAUDIO, &PIPEWIRE]
+        let servers: Vec<&str> = [&PULSEAUDIO, &PIPEWIRE, &SSH_SERVER]
             .iter()
             .flat_map(|g| g.packages.iter().map(|p| p.name))
             .collect();
@@ -850,6 +913,7 @@ mod tests {
             JackServer::PROGRAMS,
             PulseServer::PROGRAMS,
             PipeWireServer::PROGRAMS,
+            TestBoard::PROGRAMS,
         ] {
             assert!(starts(&TEST, table));
         }
@@ -977,10 +1041,15 @@ mod tests {
         } else if rel == "xtask/src/board/qemu.rs" {
             // The emulator runs only in the suite's board stage.
             vec![&TEST]
-        } else if rel.starts_with("xtask/src/board/") {
+        } else if rel.starts_with("xtask/src/board/") && rel != "xtask/src/board/check.rs" {
             // `board build`, which the suite's board stage runs too.
             vec![&BOARD_BUILD, &TEST]
-        } else if rel.starts_with("xtask/src/run/") || rel.starts_with("xtask/src/bisect/") {
+        } else if rel.starts_with("xtask/src/target/ssh") {
+            vec![&RUN_SSH, &RUN_SSH_PREBUILT]
+        } else if rel.starts_with("xtask/src/run/")
+            || rel.starts_with("xtask/src/bisect/")
+            || rel.starts_with("xtask/src/target/")
+        {
             vec![&RUN, &RUN_PREBUILT]
         } else if rel.contains("/tests/") || rel.starts_with("crates/soundserver/") {
             // The soundserver's per-server split is checked separately.
@@ -1004,6 +1073,7 @@ mod tests {
             JackServer::PROGRAMS,
             PulseServer::PROGRAMS,
             PipeWireServer::PROGRAMS,
+            TestBoard::PROGRAMS,
         ]
         .iter()
         .copied()

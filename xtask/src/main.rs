@@ -8,6 +8,7 @@ mod board;
 mod compare;
 mod deps;
 mod plot;
+mod results;
 mod run;
 mod target;
 mod test;
@@ -36,10 +37,12 @@ enum Verb {
     Bench(bench::BenchArgs),
     /// Run a scenario file (configurations × trials).
     Run(run::RunArgs),
-    /// Restore knobs a killed trial left changed (`xrun-trial restore`).
+    /// Restore knobs a killed trial left changed (`xrun-trial restore`),
+    /// here or on a board (--target).
     Restore(run::RestoreArgs),
-    /// Board binaries: `board build` cross-builds them for aarch64, armv7
-    /// (and x86_64).
+    /// Boards: `board build` (the board binaries, cross-built for aarch64
+    /// and armv7), `board check` (what a board offers against what a
+    /// scenario needs), `board test` (the suite's board stage).
     Board(board::BoardArgs),
     /// Compare run directories: mmtests-style table with significance.
     Compare(compare::CompareArgs),

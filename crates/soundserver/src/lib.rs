@@ -11,6 +11,9 @@
 //! ALSA configuration that gives `plug:jack` a hinted name, which is how
 //! cpal's ALSA host finds devices.
 //!
+//! [`TestBoard`] is the other kind of test service: a private sshd on
+//! 127.0.0.1 that plays a board reached over SSH (see [`testboard`]).
+//!
 //! Host-only: this crate is a dev-dependency of the player and a dependency
 //! of `xtask`, never of a board binary.
 
@@ -18,6 +21,9 @@ use std::io;
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
+
+pub mod testboard;
+pub use testboard::TestBoard;
 
 /// Errors starting a sound server.
 #[derive(Debug, thiserror::Error)]
@@ -143,6 +149,21 @@ pub mod programs {
     pub const CHRT: Program = Program {
         name: "chrt",
         package: "util-linux",
+    };
+    /// The test board's SSH server (started as /usr/sbin/sshd).
+    pub const SSHD: Program = Program {
+        name: "sshd",
+        package: "openssh-server",
+    };
+    /// Makes the test board's host and client keys.
+    pub const SSH_KEYGEN: Program = Program {
+        name: "ssh-keygen",
+        package: "openssh-client",
+    };
+    /// The SSH client that reaches the test board.
+    pub const SSH: Program = Program {
+        name: "ssh",
+        package: "openssh-client",
     };
 }
 

@@ -25,7 +25,9 @@ pub struct BenchArgs {
 pub enum What {
     /// xrun-player against aplay on the same PCM: CPU time and max RSS.
     Player(player::Args),
-    /// xrun-hackbench against rt-tests hackbench: time and context switches.
+    /// xrun-hackbench against rt-tests hackbench: per mode, the paired
+    /// time ratio with its 95 % interval and a matches/differs/undecided
+    /// verdict; CPU time and context switches beside it.
     Hackbench(hackbench::Args),
 }
 

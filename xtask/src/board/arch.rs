@@ -77,15 +77,11 @@ impl Arch {
     }
 
     /// The architecture of a `uname -m` (or Rust `target_arch`) name;
-    /// `None` for one we do not build for.
+    /// `None` for one we do not build for. The names are the SSH target's
+    /// table (one home): [`crate::target::binaries::arch_of_uname`].
     pub fn from_uname_machine(machine: &str) -> Option<Arch> {
-        match machine {
-            "aarch64" | "arm64" => Some(Arch::Aarch64),
-            // armv8l: a 32-bit userland on a 64-bit ARM core.
-            "armv7l" | "armv7" | "armv8l" | "arm" => Some(Arch::Armv7),
-            "x86_64" | "amd64" => Some(Arch::X86_64),
-            _ => None,
-        }
+        let name = crate::target::binaries::arch_of_uname(machine)?;
+        Arch::ALL.into_iter().find(|a| a.name() == name)
     }
 }
 
@@ -136,6 +132,15 @@ mod tests {
             resolve(&[ArchChoice::Armv7, ArchChoice::Aarch64, ArchChoice::Armv7]),
             [Arch::Aarch64, Arch::Armv7]
         );
+    }
+
+    /// `board build --arch` and a scenario's `[target] arch` name the same
+    /// architectures, and where `board build` puts them is where the SSH
+    /// target looks.
+    #[test]
+    fn the_ssh_target_and_board_build_agree_on_arches() {
+        let ours: Vec<&str> = Arch::ALL.iter().map(|a| a.name()).collect();
+        assert_eq!(ours, crate::target::binaries::ARCHES);
     }
 
     #[test]

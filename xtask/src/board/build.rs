@@ -352,6 +352,28 @@ pub fn report(built: &[Built]) -> String {
 mod tests {
     use super::*;
 
+    /// What `board build` puts in target/board/<arch>/ is what the SSH
+    /// target copies from there.
+    #[test]
+    fn builds_the_binaries_every_target_runs() {
+        let ours: Vec<&str> = BINARIES.iter().map(|b| b.name).collect();
+        for b in crate::target::BOARD_BINARIES {
+            assert!(ours.contains(&b), "{b}");
+        }
+        assert_eq!(ours.len(), crate::target::BOARD_BINARIES.len());
+        assert_eq!(
+            out_dir(
+                &Request {
+                    arches: vec![Arch::Armv7],
+                    out: None,
+                    glibc: None
+                },
+                Arch::Armv7
+            ),
+            target_dir().join("board").join("armv7")
+        );
+    }
+
     #[test]
     fn cross_env_names_only_the_target() {
         let env = cross_env(Arch::Armv7, Path::new("/s"), true);

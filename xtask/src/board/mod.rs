@@ -1,8 +1,11 @@
-//! `cargo xtask board …`: the binaries that run on a board (cross-built
-//! for aarch64 and armv7, or native), and their checks under qemu-user.
+//! `cargo xtask board …`: the binaries that run on a board (`board
+//! build`: cross-built for aarch64 and armv7, or native; `board test`:
+//! checked under qemu-user), and what a board offers against what a
+//! scenario needs (`board check`).
 
 pub mod arch;
 pub mod build;
+pub mod check;
 pub mod elf;
 pub mod qemu;
 pub mod sysroot;
@@ -21,11 +24,14 @@ pub struct BoardArgs {
 
 #[derive(clap::Subcommand)]
 enum BoardVerb {
-    /// Cross-build xrun-player and xrun-hackbench for boards; print their
-    /// stripped sizes and the oldest glibc they run on.
+    /// Cross-build xrun-trial, xrun-player and xrun-hackbench for boards;
+    /// print their stripped sizes and the oldest glibc they run on.
     Build(build::BuildArgs),
-    /// The board stage of `cargo xtask test` alone: build, size budgets,
-    /// the binaries and the board crates' unit tests under qemu-user.
+    /// Connect to a board (a scenario's [target] or --target) and print
+    /// what it offers against what the scenario needs.
+    Check(check::CheckArgs),
+    /// The board stage of `cargo xtask test` alone: build, sizes, the
+    /// binaries and the board crates' unit tests under qemu-user.
     Test(TestArgs),
 }
 
@@ -41,6 +47,7 @@ struct TestArgs {
 pub fn run(args: &BoardArgs) -> Result<ExitCode> {
     match &args.verb {
         BoardVerb::Build(a) => build::run(a),
+        BoardVerb::Check(a) => check::run(a),
         BoardVerb::Test(a) => test(a),
     }
 }

@@ -6,6 +6,8 @@ use serde::Serialize;
 
 use xrunbench_schema::trial::TrialRecord;
 
+pub use crate::results::playback_seconds;
+
 /// Which way a metric improves (mmtests' `preferhigher`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -16,8 +18,8 @@ pub enum Direction {
     HigherIsBetter,
 }
 
-/// One row group of the table.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, clap::ValueEnum)]
+/// One row group of the table (ordered as the table shows them).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, clap::ValueEnum)]
 #[serde(rename_all = "kebab-case")]
 pub enum Metric {
     /// Underruns per minute of playback.
@@ -151,15 +153,6 @@ impl Metric {
             )?,
         };
         v.is_finite().then_some(v)
-    }
-}
-
-/// Seconds the player played (wall clock; audio seconds if that is absent).
-pub fn playback_seconds(t: &TrialRecord) -> f64 {
-    match t.measured() {
-        Some(p) if p.wall_seconds > 0.0 => p.wall_seconds,
-        Some(p) => p.audio_seconds,
-        None => 0.0,
     }
 }
 

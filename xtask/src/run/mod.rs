@@ -3,17 +3,19 @@
 //! read back and always restored there), results on disk; and `cargo xtask
 //! restore`, which has the target replay journals left by a killed trial.
 //!
-//! Flow: parse and resolve the scenario → open the session (board
-//! binaries, target, journals replayed, validation against the target, all
-//! errors before anything runs) → plan → for each planned trial, its spec
-//! to `xrun-trial run -` and its record back → summary and comparison.
+//! Flow: parse and resolve the scenario (`--target` and `--ssh-option`
+//! applied) → open the session (target connected, board binaries built and
+//! put there, journals replayed, validation against the target, all errors
+//! before anything runs) → plan → for each planned trial, its spec to
+//! `xrun-trial run -` and its record back (a trial lost to the link run
+//! again) → the target's staged files removed, its link closed → summary
+//! and comparison.
 
 pub mod plan;
 pub mod scenario;
 pub mod session;
 pub mod signals;
 pub mod spec;
-pub mod store;
 pub mod summary;
 pub mod units;
 pub mod validate;
@@ -28,10 +30,9 @@ use anyhow::Result;
 use xrunbench_schema::trial::{AudioInput, TrialRecord};
 
 use self::plan::PlannedTrial;
-use self::scenario::Scenario;
-pub use self::session::{Outcome, RunManifest};
+use self::scenario::{Scenario, SshTarget};
 use self::session::{Session, SessionArgs, SetupError, TrialEnd};
-use crate::target::{Local, Target};
+use crate::results::{default_results_root, Outcome, RunDir, RunWriter};
 
 /// Exit code for bad input (scenario, options).
 const EXIT_BAD_INPUT: u8 = 2;
@@ -59,9 +60,77 @@ pub struct RunArgs {
     #[arg(long, value_name = "DIR")]
     pub results_dir: Option<PathBuf>,
     /// Use xrun-trial, xrun-player and xrun-hackbench from DIR instead of
-    /// building them.
+    /// building them (for a board: binaries for its architecture).
     #[arg(long, value_name = "DIR")]
     pub bin_dir: Option<PathBuf>,
+    /// The board to run on.
+    #[command(flatten)]
+    pub target: TargetArgs,
+}
+
+/// Where the trials run, from the command line: a board over SSH.
+#[derive(clap::Args, Debug, Clone, Default)]
+pub struct TargetArgs {
+    /// Run on this board over SSH: an OpenSSH destination (root@rpi4.lab,
+    /// a Host of ~/.ssh/config); replaces the scenario's [target] ssh.
+    #[arg(long, value_name = "DEST")]
+    pub target: Option<String>,
+    /// An ssh_config option for the board's connection (Port=2222,
+    /// IdentityFile=…, UserKnownHostsFile=…, ProxyJump=…); repeatable,
+    /// before the scenario's [target] options.
+    #[arg(short = 'o', long = "ssh-option", value_name = "KEY=VALUE")]
+    pub ssh_options: Vec<String>,
+}
+
+impl TargetArgs {
+    /// Applies `--target` and `--ssh-option` to `s`; an error is one line.
+    pub fn apply(&self, s: &mut Scenario) -> Result<(), String> {
+        if let Some(dest) = &self.target {
+            scenario::check_destination(dest).map_err(|m| format!("--target {m}"))?;
+            match &mut s.target {
+                Some(t) => t.destination = dest.clone(),
+                None => {
+                    s.target = Some(
+                        SshTarget::with_defaults(dest, s.duration, s.warmup)
+                            .map_err(|m| format!("--target {m}"))?,
+                    )
+                }
+            }
+        }
+        if self.ssh_options.is_empty() {
+            return Ok(());
+        }
+        let Some(t) = &mut s.target else {
+            return Err(
+                "--ssh-option needs a board: give --target DEST or a [target] table".into(),
+            );
+        };
+        for o in &self.ssh_options {
+            crate::target::ssh::check_option(o).map_err(|m| format!("--ssh-option {m}"))?;
+        }
+        let mut options = self.ssh_options.clone();
+        options.append(&mut t.options);
+        t.options = options;
+        Ok(())
+    }
+
+    /// The board these options name, alone (no scenario): defaults for
+    /// everything but the destination and the options.
+    pub fn board(&self) -> Result<Option<SshTarget>, String> {
+        let mut s = Scenario {
+            path: PathBuf::from("--target"),
+            name: String::new(),
+            description: String::new(),
+            trials: 1,
+            duration: scenario::DEFAULT_DURATION,
+            warmup: scenario::DEFAULT_WARMUP,
+            order: scenario::Order::Interleaved,
+            configs: Vec::new(),
+            target: None,
+        };
+        self.apply(&mut s)?;
+        Ok(s.target)
+    }
 }
 
 /// Arguments of `cargo xtask restore`.
@@ -70,20 +139,42 @@ pub struct RestoreArgs {
     /// Use xrun-trial from DIR instead of building it.
     #[arg(long, value_name = "DIR")]
     pub bin_dir: Option<PathBuf>,
+    /// On this board instead of here.
+    #[command(flatten)]
+    pub target: TargetArgs,
 }
 
-/// `cargo xtask restore`: `xrun-trial restore` on the target.
+/// `cargo xtask restore`: `xrun-trial restore` on the target (this machine
+/// or `--target`).
 pub fn restore(args: &RestoreArgs) -> Result<ExitCode> {
-    let dir = match &args.bin_dir {
-        Some(d) => d.clone(),
-        None => crate::util::build_release_binaries(&[
-            "xrunbench-trial",
-            "xrunbench-player",
-            "xrunbench-hackbench",
-        ])?,
+    let board = match args.target.board() {
+        Ok(b) => b,
+        Err(m) => return Ok(bad_input(&[m])),
     };
-    let target = Local::new(&dir)?;
-    let (ok, lines) = target.restore()?;
+    let mut s = Scenario {
+        path: PathBuf::from("restore"),
+        name: String::new(),
+        description: String::new(),
+        trials: 1,
+        duration: scenario::DEFAULT_DURATION,
+        warmup: scenario::DEFAULT_WARMUP,
+        order: scenario::Order::Interleaved,
+        configs: Vec::new(),
+        target: board,
+    };
+    if let Err(e) = crate::deps::ensure(crate::deps::for_run(
+        args.bin_dir.is_some(),
+        s.target.is_some(),
+    )) {
+        return Ok(e.report());
+    }
+    let mut target = session::open_target(&s, args.bin_dir.clone())?;
+    s.target = None;
+    let restored = target.restore();
+    for l in target.finish() {
+        eprintln!("xtask: {l}");
+    }
+    let (ok, lines) = restored?;
     for l in lines {
         println!("{l}");
     }
@@ -104,16 +195,17 @@ pub fn run(args: &RunArgs) -> Result<ExitCode> {
     if let Err(msg) = apply_options(args, &mut scenario) {
         return Ok(bad_input(&[msg]));
     }
+    let on_board = scenario.target.is_some();
     let results_root = args
         .results_dir
         .clone()
-        .unwrap_or_else(store::default_results_root);
+        .unwrap_or_else(default_results_root);
     // Building the binaries (which validation needs: it asks xrun-trial)
     // needs the build prerequisites; the scenario itself was checked above.
-    if let Err(e) = crate::deps::ensure(crate::deps::for_run(args.bin_dir.is_some())) {
+    if let Err(e) = crate::deps::ensure(crate::deps::for_run(args.bin_dir.is_some(), on_board)) {
         return Ok(e.report());
     }
-    let session = match Session::open(SessionArgs {
+    let mut session = match Session::open(SessionArgs {
         file,
         scenario,
         only: &args.only,
@@ -134,13 +226,14 @@ pub fn run(args: &RunArgs) -> Result<ExitCode> {
     for line in &session.skipped {
         eprintln!("xtask: {line}");
     }
-    let scenario = &session.scenario;
-    let run_dir = store::create_run_dir(&results_root, &scenario.name, args.label.as_deref())?;
-    let run_dir = std::fs::canonicalize(&run_dir).unwrap_or(run_dir);
+    // A copy: the session is borrowed mutably by every trial below.
+    let scenario = session.scenario.clone();
+    let out = RunWriter::create(&results_root, &scenario.name, args.label.as_deref())?;
+    let run_dir = out.dir().to_path_buf();
     let names: Vec<String> = scenario.configs.iter().map(|c| c.name.clone()).collect();
     let plan = plan::make_plan(&names, scenario.trials, scenario.order);
     let mut manifest = session.manifest(args.label.clone(), plan.clone());
-    store::write_json(&run_dir.join("run.json"), &manifest)?;
+    out.manifest(&manifest)?;
     eprintln!(
         "xtask: {} trials of {} s on {}; results in {}",
         plan.len(),
@@ -149,42 +242,42 @@ pub fn run(args: &RunArgs) -> Result<ExitCode> {
         run_dir.display()
     );
 
-    let (finished, mut outcome) = run_plan(&session, &run_dir, &plan);
-    // The summary reads back what is on disk: what a later `compare` sees.
-    let records = match summary::Summary::load_records(&run_dir) {
-        Ok(r) => r,
-        Err(e) => {
-            outcome = Outcome::Failed {
-                error: format!("{e:#}"),
-            };
-            Vec::new()
-        }
+    let (finished, outcome) = run_plan(&mut session, &run_dir, &plan);
+    session.finish();
+    // Everything after the trials reads back what is on disk: what a later
+    // `compare` sees.
+    let (outcome, dir) = match RunDir::read(&run_dir) {
+        Ok(dir) => (outcome, Some(dir)),
+        Err(e) => (
+            Outcome::Failed {
+                error: e.to_string(),
+            },
+            None,
+        ),
     };
-    debug_assert!(records.len() == finished || matches!(outcome, Outcome::Failed { .. }));
-
-    let summary = summary::Summary::build(
-        &scenario.name,
-        &names,
-        scenario.duration.as_secs_f64(),
-        &records,
-        plan.len() - records.len(),
-    );
-    let text = summary::render_text(&summary);
-    xrunbench_schema::doc::write_atomic(&run_dir.join("summary.txt"), text.as_bytes())?;
-    store::write_json(&run_dir.join("summary.json"), &summary)?;
+    // How the run ended goes into run.json first: nothing that may fail
+    // below (a full disk) may keep it from being recorded.
     manifest.outcome = Some(outcome.clone());
-    store::write_json(&run_dir.join("run.json"), &manifest)?;
-    print!("{text}");
-    if !records.is_empty() {
-        crate::compare::after_run(&run_dir);
+    let mut first_error = out.manifest(&manifest).err();
+    let measured = dir.as_ref().map_or(0, |d| d.records.len());
+    if let Some(dir) = &dir {
+        debug_assert!(measured == finished || matches!(outcome, Outcome::Failed { .. }));
+        if let Err(e) = write_summary(&out, dir, &outcome) {
+            first_error.get_or_insert(e);
+        }
+        if measured > 0 {
+            write_comparison_and_plots(&out, dir);
+        }
+    }
+    if let Some(e) = first_error {
+        return Err(e);
     }
     println!("results: {}", run_dir.display());
     Ok(match outcome {
         Outcome::Completed => ExitCode::SUCCESS,
         Outcome::Interrupted { signal } => {
             eprintln!(
-                "xtask: interrupted by signal {signal}: knobs restored, {} finished trial(s) kept",
-                records.len()
+                "xtask: interrupted by signal {signal}: knobs restored, {measured} finished trial(s) kept"
             );
             ExitCode::from(EXIT_INTERRUPTED)
         }
@@ -195,6 +288,36 @@ pub fn run(args: &RunArgs) -> Result<ExitCode> {
     })
 }
 
+/// Prints the summary and writes it (`summary.txt`, `summary.json`).
+fn write_summary(out: &RunWriter, dir: &RunDir, outcome: &Outcome) -> Result<()> {
+    let summary = summary::Summary::of(dir, outcome)?;
+    let text = summary::render_text(&summary);
+    print!("{text}");
+    out.summary(&text, &summary)
+}
+
+/// After the trials: prints the comparison table and writes it in every
+/// format (`comparison.txt`, `.md`, `.csv`, `.json`) and the plots into
+/// the run directory. A problem here is reported but does not fail the
+/// run: the trials are already safe.
+fn write_comparison_and_plots(out: &RunWriter, dir: &RunDir) {
+    use crate::compare::export::{exporter, Format};
+    use crate::compare::{build, table::Significance, ALPHA};
+    let result = (|| -> Result<()> {
+        let table = build(std::slice::from_ref(dir), Significance::Mwu, ALPHA);
+        println!();
+        print!("{}", exporter(Format::Text).render(&table));
+        for format in Format::ALL {
+            out.comparison(format.extension(), &exporter(format).render(&table))?;
+        }
+        crate::plot::write_all(dir)?;
+        Ok(())
+    })();
+    if let Err(e) = result {
+        eprintln!("xtask: comparison or plots not written: {e:#}");
+    }
+}
+
 fn bad_input(lines: &[String]) -> ExitCode {
     for l in lines {
         eprintln!("xtask: {l}");
@@ -203,6 +326,7 @@ fn bad_input(lines: &[String]) -> ExitCode {
 }
 
 fn apply_options(args: &RunArgs, s: &mut Scenario) -> Result<(), String> {
+    args.target.apply(s)?;
     if let Some(t) = args.trials {
         if t == 0 {
             return Err("--trials must be at least 1".into());
@@ -224,7 +348,7 @@ fn apply_options(args: &RunArgs, s: &mut Scenario) -> Result<(), String> {
 
 /// Runs the plan; stops at the first trial that fails or is lost, or at a
 /// signal. Every trial restores its own knobs whatever happens.
-fn run_plan(session: &Session, run_dir: &Path, plan: &[PlannedTrial]) -> (usize, Outcome) {
+fn run_plan(session: &mut Session, run_dir: &Path, plan: &[PlannedTrial]) -> (usize, Outcome) {
     let mut progress = Progress::new(plan.len(), expected_trial_time(&session.scenario));
     let mut finished = 0;
     let outcome = 'plan: {
@@ -252,6 +376,16 @@ fn run_plan(session: &Session, run_dir: &Path, plan: &[PlannedTrial]) -> (usize,
                 Ok(TrialEnd::Lost(reason)) => {
                     break 'plan Outcome::Failed {
                         error: format!("trial {stem} was lost: {reason}"),
+                    }
+                }
+                Ok(TrialEnd::Unreachable(why)) => {
+                    break 'plan Outcome::Failed {
+                        error: format!(
+                            "{why}: the run stops at trial {stem} with {finished} finished \
+                             trial(s) kept; a trial the link cut off restores its knobs on the \
+                             board itself (`cargo xtask restore --target …` replays what a \
+                             killed one left, once the board is back)"
+                        ),
                     }
                 }
                 Err(e) => {
@@ -452,4 +586,73 @@ fn dry_run(session: &Session, results_root: &Path) -> Result<ExitCode> {
         s.name
     );
     Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn quickstart() -> Scenario {
+        let p = crate::util::workspace_root().join("scenarios/quickstart.toml");
+        scenario::load(&p).unwrap().1
+    }
+
+    #[test]
+    fn target_on_the_command_line_makes_or_changes_the_board() {
+        let mut s = quickstart();
+        let args = TargetArgs {
+            target: Some("root@127.0.0.1".into()),
+            ssh_options: vec!["Port=2222".into()],
+        };
+        args.apply(&mut s).unwrap();
+        let t = s.target.clone().unwrap();
+        assert_eq!(t.destination, "root@127.0.0.1");
+        assert_eq!(t.options, ["Port=2222"]);
+        assert_eq!(
+            t.trial_timeout,
+            scenario::default_trial_timeout(s.duration, s.warmup)
+        );
+        // On a scenario with [target]: the destination replaced, the
+        // command line's options first.
+        let mut s2 = s.clone();
+        s2.target.as_mut().unwrap().options = vec!["ProxyJump=gw".into()];
+        let more = TargetArgs {
+            target: Some("pi@other".into()),
+            ssh_options: vec!["Port=22".into()],
+        };
+        more.apply(&mut s2).unwrap();
+        let t2 = s2.target.unwrap();
+        assert_eq!(t2.destination, "pi@other");
+        assert_eq!(t2.options, ["Port=22", "ProxyJump=gw"]);
+    }
+
+    #[test]
+    fn bad_target_options_are_one_line() {
+        let mut s = quickstart();
+        let only_options = TargetArgs {
+            target: None,
+            ssh_options: vec!["Port=2".into()],
+        };
+        assert!(only_options
+            .apply(&mut s)
+            .unwrap_err()
+            .contains("--ssh-option needs a board"));
+        let unchecked = TargetArgs {
+            target: Some("b".into()),
+            ssh_options: vec!["UserKnownHostsFile=/dev/null".into()],
+        };
+        let e = unchecked.apply(&mut s).unwrap_err();
+        assert!(
+            e.starts_with("--ssh-option `UserKnownHostsFile=/dev/null`"),
+            "{e}"
+        );
+        let injected = TargetArgs {
+            target: Some("-oProxyCommand=x".into()),
+            ssh_options: vec![],
+        };
+        assert!(injected
+            .apply(&mut s)
+            .unwrap_err()
+            .starts_with("--target `-oProxyCommand=x`"));
+    }
 }

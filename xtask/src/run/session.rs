@@ -1,25 +1,26 @@
-//! The run session `run` and `bisect` share: the board binaries built (the
-//! player with the features the scenario's cpal hosts need), the target,
-//! journals a killed trial left replayed there, the scenario validated
-//! against the target (all problems at once, nothing touched), the audio
-//! staged; then a run directory with its `run.json`, and each planned
-//! trial run as `xrun-trial run -` on the target and kept on disk.
+//! The run session `run` and `bisect` share: the target (this machine, or
+//! a board over SSH: connected, its architecture found), the board
+//! binaries built for it (the player with the features the scenario's cpal
+//! hosts need) and put there, journals a killed trial left replayed there,
+//! the scenario validated against the target (all problems at once,
+//! nothing touched), the audio staged; then a run directory with its
+//! `run.json`, and each planned trial run as `xrun-trial run -` on the
+//! target and kept on disk — a trial lost to the link is run again after
+//! the target recovered, up to its `retries`.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::SystemTime;
 
 use anyhow::Result;
-use serde::Serialize;
-use xrunbench_schema::probe::CheckedKnob;
+use xrunbench_schema::probe::{CheckedKnob, Probe};
 use xrunbench_schema::trial::{AudioInput, MachineFingerprint, TrialOutcome, TrialRecord};
 use xrunbench_schema::Backend;
 
 use super::plan::PlannedTrial;
 use super::scenario::{AudioSource, Scenario, ScenarioFile};
-use super::store::{self, LostTrial};
 use super::{signals, spec, validate};
-use crate::target::{Local, Target, TrialRun};
+use crate::results::{LostTrial, RunManifest, RunWriter, RunnerInfo, RUN_SCHEMA};
+use crate::target::{binaries, Local, Ssh, Target, TrialRun};
 
 /// Why a session could not be opened.
 #[derive(Debug)]
@@ -89,35 +90,41 @@ pub fn player_features(s: &Scenario) -> Vec<String> {
     f
 }
 
-/// `--bin-dir`, or the board binaries built here for the scenario.
-fn board_binaries(bin_dir: Option<PathBuf>, s: &Scenario) -> Result<PathBuf> {
-    if let Some(d) = bin_dir {
-        return Ok(d);
-    }
+/// The scenario's target, with its board binaries in place: this machine
+/// (`--bin-dir`, or built here), or the board of `[target]`: connected,
+/// the binaries for its architecture put in its workdir.
+pub fn open_target(s: &Scenario, bin_dir: Option<PathBuf>) -> Result<Box<dyn Target>> {
     let features = player_features(s);
-    let with = if features.is_empty() {
-        String::new()
-    } else {
-        format!(", {}", features.join(" "))
+    let Some(t) = &s.target else {
+        let dir = match bin_dir {
+            Some(d) => d,
+            None => binaries::host_build(&features)?,
+        };
+        return Ok(Box::new(Local::new(&dir)?));
     };
-    eprintln!("xtask: building xrun-trial, xrun-player and xrun-hackbench (release{with})");
-    crate::util::build_release_binaries_with(
-        &["xrunbench-trial", "xrunbench-player", "xrunbench-hackbench"],
-        &features,
-    )
+    eprintln!("xtask: connecting to {}", t.destination);
+    let mut ssh = Ssh::connect(t)?;
+    let arch = ssh.board_arch()?;
+    let dir = binaries::for_arch(&arch, bin_dir, &features)?;
+    match ssh.deploy(&dir)? {
+        Some(line) => eprintln!("xtask: {line}"),
+        None => eprintln!(
+            "xtask: board binaries in {} are up to date",
+            ssh.board_bin_dir()
+        ),
+    }
+    Ok(Box::new(ssh))
 }
 
 impl Session {
     /// Builds, replays, validates and stages; see the module documentation.
     pub fn open(args: SessionArgs<'_>) -> Result<Session, SetupError> {
         validate::check_only(&args.scenario, args.only).map_err(SetupError::BadInput)?;
-        let bin_dir =
-            board_binaries(args.bin_dir, &args.scenario).map_err(SetupError::from_error)?;
+        let mut target =
+            open_target(&args.scenario, args.bin_dir).map_err(SetupError::from_error)?;
         if let Some(sig) = signals::stop_requested() {
             return Err(SetupError::Interrupted(sig));
         }
-        let mut target: Box<dyn Target> =
-            Box::new(Local::new(&bin_dir).map_err(SetupError::Failed)?);
         if !args.read_only {
             // Knobs a killed trial left changed go back before anything
             // reads them as "found".
@@ -134,8 +141,8 @@ impl Session {
             validate::narrow(args.scenario, args.only, &probe.machine.kernel_release)
                 .map_err(SetupError::BadInput)?;
         let host = validate::host_checks(&scenario);
-        let audio =
-            stage_audio(&scenario, &host, target.as_mut()).map_err(SetupError::from_error)?;
+        let audio = stage_audio(&scenario, &host, target.as_mut(), &probe)
+            .map_err(SetupError::from_error)?;
         let specs: Vec<_> = (0..scenario.configs.len())
             .map(|i| {
                 let planned = PlannedTrial {
@@ -181,52 +188,81 @@ impl Session {
 
     /// Runs a planned trial on the target and keeps what came back in
     /// `run_dir/trials/`: a measurement as `<stem>.json`, anything else in
-    /// the run's log beside it. `progress` sees the target's lines.
+    /// the run's log beside it. A trial lost (no record, or stopped by
+    /// anything but us) is logged, the target recovers (reconnect, the
+    /// cut-off trial stopped, journals replayed), and it runs again, up to
+    /// the target's retries. `progress` sees the target's lines.
     pub fn run_trial(
-        &self,
+        &mut self,
         planned: &PlannedTrial,
         run_dir: &Path,
         progress: &mut dyn FnMut(&str),
     ) -> Result<TrialEnd> {
         let spec = self.spec(planned, run_dir);
-        let trials = run_dir.join("trials");
-        let run = self
-            .target
-            .run_trial(&spec, progress, &|| signals::stop_requested().is_some());
-        Ok(match run {
-            TrialRun::Record(record) => {
-                store::write_json(&store::record_path(&trials, &record), &record)?;
-                match &record.outcome {
-                    TrialOutcome::Ran => TrialEnd::Done(record),
-                    TrialOutcome::Failed { reason } => TrialEnd::Failed(reason.clone()),
-                    TrialOutcome::Interrupted { .. } if signals::stop_requested().is_some() => {
-                        TrialEnd::Interrupted
-                    }
-                    TrialOutcome::Interrupted { by } => {
-                        TrialEnd::Lost(format!("xrun-trial was stopped by {by}"))
+        let out = RunWriter::at(run_dir);
+        let stem = spec.trial.stem();
+        let retries = self.target.retries();
+        let mut attempt = 1;
+        loop {
+            let run = self
+                .target
+                .run_trial(&spec, progress, &|| signals::stop_requested().is_some());
+            let (reason, pid) = match run {
+                TrialRun::Record(record) => {
+                    out.trial_record(&record)?;
+                    match &record.outcome {
+                        TrialOutcome::Ran => return Ok(TrialEnd::Done(record)),
+                        TrialOutcome::Failed { reason } => {
+                            return Ok(TrialEnd::Failed(reason.clone()))
+                        }
+                        TrialOutcome::Interrupted { .. } if signals::stop_requested().is_some() => {
+                            return Ok(TrialEnd::Interrupted)
+                        }
+                        TrialOutcome::Interrupted { by } => {
+                            (format!("xrun-trial was stopped by {by}"), None)
+                        }
                     }
                 }
-            }
-            TrialRun::Lost(reason) => {
-                let lost = LostTrial::new(spec.trial, reason.clone());
-                store::write_json(&lost.path(&trials), &lost)?;
-                // Whatever killed it may have left its knobs changed: the
-                // target replays its journal now, not at the next run.
-                if let Ok((_, lines)) = self.target.restore() {
-                    for l in lines
-                        .iter()
-                        .filter(|l| !l.starts_with("nothing to restore"))
-                    {
+                TrialRun::Lost { reason, pid } => {
+                    let lost = LostTrial::new(spec.trial.clone(), attempt, reason.clone());
+                    out.lost_trial(&lost)?;
+                    (reason, pid)
+                }
+            };
+            // Whatever cut it off may have left its knobs changed, or the
+            // link down: the target recovers now, not at the next run.
+            match self.target.recover(pid) {
+                Ok(lines) => {
+                    for l in lines {
                         eprintln!("xtask: {l}");
                     }
                 }
-                if signals::stop_requested().is_some() {
-                    TrialEnd::Interrupted
-                } else {
-                    TrialEnd::Lost(reason)
-                }
+                Err(_) if signals::stop_requested().is_some() => return Ok(TrialEnd::Interrupted),
+                Err(gone) => return Ok(TrialEnd::Unreachable(gone.0)),
             }
-        })
+            if signals::stop_requested().is_some() {
+                return Ok(TrialEnd::Interrupted);
+            }
+            if attempt > retries {
+                return Ok(TrialEnd::Lost(if retries == 0 {
+                    reason
+                } else {
+                    format!("{reason} (lost {attempt} times)")
+                }));
+            }
+            eprintln!(
+                "xtask: trial {stem} was lost ({reason}): running it again (retry {attempt} of {retries})"
+            );
+            attempt += 1;
+        }
+    }
+
+    /// Ends the session: the target's staged files removed, its
+    /// connection closed (also done when the session is dropped).
+    pub fn finish(&mut self) {
+        for l in self.target.finish() {
+            eprintln!("xtask: {l}");
+        }
     }
 
     /// `run.json` for a run of `plan` in this session.
@@ -253,6 +289,7 @@ fn stage_audio(
     s: &Scenario,
     host_problems: &[(String, String)],
     target: &mut dyn Target,
+    probe: &Probe,
 ) -> Result<Vec<AudioInput>> {
     let mut staged: Vec<(PathBuf, PathBuf)> = Vec::new();
     let mut out = Vec::new();
@@ -265,7 +302,7 @@ fn stage_audio(
             AudioSource::File(p) => match staged.iter().find(|(h, _)| h == p) {
                 Some((_, there)) => AudioInput::File(there.clone()),
                 None => {
-                    let there = target.stage_audio(p)?;
+                    let there = target.stage_audio(p, probe)?;
                     staged.push((p.clone(), there.clone()));
                     AudioInput::File(there)
                 }
@@ -282,102 +319,13 @@ pub enum TrialEnd {
     Done(Box<TrialRecord>),
     /// It could not run (the reason); its knobs were restored.
     Failed(String),
-    /// No usable record came back (the reason).
+    /// No usable record came back (the reason), as often as the target
+    /// retries.
     Lost(String),
+    /// The target did not come back after its link dropped (one line).
+    Unreachable(String),
     /// We were asked to stop; the trial stopped and restored its knobs.
     Interrupted,
-}
-
-/// Schema of `run.json`.
-pub const RUN_SCHEMA: &str = "xrunbench.run/1";
-
-/// `run.json`: what was asked, planned, and where it ran.
-#[derive(Debug, Serialize)]
-pub struct RunManifest {
-    /// Always [`RUN_SCHEMA`].
-    pub schema: String,
-    /// Start time (RFC 3339 UTC).
-    pub started_at: String,
-    /// `--label`.
-    pub label: Option<String>,
-    /// Where the trials ran (`local`).
-    pub target: String,
-    /// The scenario file as parsed.
-    pub scenario_file: ScenarioFile,
-    /// The scenario resolved (defaults filled, overrides merged, options
-    /// applied, narrowed to what runs).
-    pub scenario: Scenario,
-    /// Configurations skipped for their kernel.
-    pub skipped: Vec<String>,
-    /// The plan.
-    pub plan: Vec<PlannedTrial>,
-    /// The machine the trials ran on (from the target's probe).
-    pub fingerprint: MachineFingerprint,
-    /// The runner that drove them.
-    pub runner: RunnerInfo,
-    /// How the run ended (absent while it runs).
-    pub outcome: Option<Outcome>,
-}
-
-/// How a run ended.
-#[derive(Debug, Clone, Serialize)]
-#[serde(tag = "status", rename_all = "snake_case")]
-pub enum Outcome {
-    /// Every planned trial ran.
-    Completed,
-    /// SIGINT/SIGTERM.
-    Interrupted {
-        /// The signal.
-        signal: i32,
-    },
-    /// A trial failed or was lost; the run stopped there.
-    Failed {
-        /// Why.
-        error: String,
-    },
-}
-
-/// The host side of a run: which xrunbench drove it.
-#[derive(Debug, Clone, Serialize)]
-pub struct RunnerInfo {
-    /// xtask's version.
-    pub xrunbench_version: String,
-    /// `git rev-parse HEAD` of the workspace, `+dirty` if modified.
-    pub git_commit: Option<String>,
-}
-
-impl RunnerInfo {
-    /// This runner.
-    pub fn here() -> Self {
-        RunnerInfo {
-            xrunbench_version: env!("CARGO_PKG_VERSION").to_string(),
-            git_commit: git_commit(),
-        }
-    }
-}
-
-fn git_commit() -> Option<String> {
-    let root = crate::util::workspace_root();
-    let git = |args: &[&str]| {
-        Command::new("git")
-            .arg("-C")
-            .arg(&root)
-            .args(args)
-            .output()
-            .ok()
-    };
-    let out = git(&["rev-parse", "HEAD"])?;
-    if !out.status.success() {
-        return None;
-    }
-    let mut commit = String::from_utf8_lossy(&out.stdout).trim().to_string();
-    let dirty = git(&["status", "--porcelain", "--untracked-files=no"])
-        .map(|o| !o.stdout.is_empty())
-        .unwrap_or(false);
-    if dirty {
-        commit.push_str("+dirty");
-    }
-    Some(commit)
 }
 
 #[cfg(test)]

@@ -6,6 +6,8 @@ use std::process::Command;
 
 use anyhow::{bail, Context, Result};
 
+use xrunbench_schema::probe::Probe;
+
 use super::Target;
 
 /// The local machine, with the board binaries in `bin_dir`.
@@ -43,11 +45,11 @@ impl Target for Local {
         // Named explicitly rather than found beside xrun-trial's own
         // executable: a wrapper script in bin_dir (tests, a user's own
         // build of one binary) must still bring its siblings along.
-        cmd.arg("--bin-dir").arg(&self.bin_dir).args(args);
+        cmd.args(args).arg("--bin-dir").arg(&self.bin_dir);
         cmd
     }
 
-    fn stage_audio(&mut self, host_path: &Path) -> Result<PathBuf> {
+    fn stage_audio(&mut self, host_path: &Path, _probe: &Probe) -> Result<PathBuf> {
         std::fs::canonicalize(host_path).with_context(|| format!("{}", host_path.display()))
     }
 
