@@ -22,8 +22,8 @@ use std::time::Instant;
 use anyhow::{bail, Context, Result};
 
 use super::stats::{median, median_interval, paired_ratios, wait_with_cost, Interval, Verdict};
-use xrunbench_trial::fingerprint;
 use crate::util;
+use xrunbench_trial::fingerprint;
 
 /// Arguments of `cargo xtask bench hackbench`.
 #[derive(clap::Args)]
