@@ -4,8 +4,8 @@
 //! Descriptive statistics have their home in [`crate::compare::stats`];
 //! this module adds what only a side-by-side benchmark needs.
 
-use crate::bisect::rule::Rng;
 use crate::compare::stats::Describe;
+use crate::compare::stats::Rng;
 
 /// Median of the finite `values` (mean of the two middle ones for an even
 /// count); `None` when there is none.
@@ -70,7 +70,7 @@ pub fn median_interval_with(
     let mut medians = Vec::with_capacity(resamples);
     for _ in 0..resamples {
         for x in draw.iter_mut() {
-            let i = ((rng.uniform() * v.len() as f64) as usize).min(v.len() - 1);
+            let i = rng.below(v.len());
             *x = v[i];
         }
         medians.extend(median(&draw));

@@ -5,9 +5,9 @@
 
 use std::path::PathBuf;
 
-use crate::compare::load::RunDir;
 use crate::compare::metrics::{playback_seconds, Metric};
 use crate::compare::stats::Rng;
+use crate::results::RunDir;
 
 /// One trial as the simulation redraws it.
 #[derive(Debug, Clone)]
@@ -55,10 +55,12 @@ pub fn load(dirs: &[PathBuf], config: &str, metric: Metric) -> Result<Population
         }
         seconds = Some(run.trial_seconds);
         for t in run.trials_of(config) {
-            let Some(value) = metric.of(t) else { continue };
+            let (Some(value), Some(player)) = (metric.of(t), t.measured()) else {
+                continue;
+            };
             trials.push(TrialSample {
                 value,
-                gaps_ms: t.player.events.iter().map(|e| e.gap_ms).collect(),
+                gaps_ms: player.events.iter().map(|e| e.gap_ms).collect(),
                 minutes: playback_seconds(t) / 60.0,
             });
         }
