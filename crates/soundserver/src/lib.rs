@@ -40,6 +40,18 @@ pub enum Error {
         /// Why.
         source: io::Error,
     },
+    /// The server's threads could not be made real-time.
+    #[error("{program}: cannot run its thread {tid} at SCHED_FIFO {priority}: {source}")]
+    Scheduling {
+        /// The program.
+        program: &'static str,
+        /// The thread.
+        tid: i32,
+        /// The priority asked for.
+        priority: u8,
+        /// Why.
+        source: io::Error,
+    },
     /// The server did not become ready in time.
     #[error("{program} `{name}` not ready after {waited:?}; its log: {log}")]
     NotReady {
@@ -280,9 +292,19 @@ pub struct PulseConfig {
     pub rate: u32,
     /// CPUs the server (and its keepalive client) are pinned to.
     pub cpus: Option<String>,
-    /// SCHED_FIFO priority for the server (`chrt -f`), so that background
-    /// load cannot starve it into underruns that are not the player's; JACK
-    /// runs its process thread real-time by itself.
+    /// SCHED_FIFO priority for the server and its keepalive client, so that
+    /// background load cannot starve it into underruns that are not the
+    /// player's; JACK runs its process thread real-time by itself.
+    ///
+    /// `chrt -f` alone does not reach the server: PulseAudio resets its main
+    /// thread to SCHED_OTHER at start-up (`pa_reset_priority`, then nice
+    /// −11), and that thread runs the native protocol, every request for
+    /// audio and every byte a client sends. Traced with `xrun-hackbench -g 4`
+    /// beside, it waited up to 61 ms for a CPU and a client with 20 ms
+    /// queued ran dry ("Implicit underrun" in the server's log). So once
+    /// the server answers, its threads that are still SCHED_OTHER get this
+    /// priority; the sink's I/O thread keeps the real-time priority
+    /// PulseAudio gives it.
     pub fifo: Option<u8>,
     /// Warm-up after the keepalive stream starts: an idle null sink renders
     /// up to 2 s ahead, and stalls in that time are absorbed (CI notes).
@@ -378,6 +400,9 @@ impl PulseServer {
         .stderr(log_err);
         server.server = Some(cmd.spawn().map_err(spawn_err)?);
         server.wait_ready(Duration::from_secs(5))?;
+        if let (Some(priority), Some(pid)) = (config.fifo, server.pid()) {
+            make_threads_fifo("pulseaudio", pid, priority)?;
+        }
         let keepalive = pinned("pacat", &config.cpus, config.fifo)
             .args([
                 "-p",
@@ -447,6 +472,34 @@ impl PulseServer {
     pub fn configure<'c>(&self, cmd: &'c mut Command) -> &'c mut Command {
         cmd.envs(self.env())
     }
+}
+
+/// Gives every thread of process `pid` that runs under SCHED_OTHER the
+/// SCHED_FIFO `priority`; threads already real-time keep theirs.
+fn make_threads_fifo(program: &'static str, pid: u32, priority: u8) -> Result<(), Error> {
+    let tasks = std::fs::read_dir(format!("/proc/{pid}/task"))
+        .map_err(|source| Error::Spawn { program, source })?;
+    for tid in tasks.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok()) {
+        // SAFETY: plain syscalls on a thread id; param is valid.
+        let failed = unsafe {
+            if libc::sched_getscheduler(tid) & !libc::SCHED_RESET_ON_FORK != libc::SCHED_OTHER {
+                continue;
+            }
+            let param = libc::sched_param {
+                sched_priority: i32::from(priority),
+            };
+            libc::sched_setscheduler(tid, libc::SCHED_FIFO, &param) != 0
+        };
+        if failed {
+            return Err(Error::Scheduling {
+                program,
+                tid,
+                priority,
+                source: io::Error::last_os_error(),
+            });
+        }
+    }
+    Ok(())
 }
 
 /// SIGTERM, then SIGKILL if it has not gone within 3 s; always reaped.
