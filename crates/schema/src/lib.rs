@@ -12,6 +12,7 @@
 
 pub mod doc;
 pub mod hackbench;
+pub mod monitor;
 pub mod player;
 pub mod probe;
 pub mod trial;

@@ -13,6 +13,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use crate::hackbench::HackbenchReport;
+use crate::monitor::{MonitorReport, MonitorSpec};
 use crate::player::PlayerReport;
 use crate::vocab::{Backend, CpalHost, CpuList, Priority, SampleFormat};
 
@@ -58,6 +59,10 @@ pub struct TrialSpec {
     /// temporary directory, removed when the trial ends.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub work_dir: Option<PathBuf>,
+    /// The latency monitor (and scheduler trace) beside playback; absent:
+    /// none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub monitor: Option<MonitorSpec>,
 }
 
 /// Identifies a trial within a run.
@@ -411,6 +416,9 @@ pub struct TrialRecord {
     pub machine: MachineFingerprint,
     /// Facts sampled around the trial.
     pub facts: TrialFacts,
+    /// What the latency monitor measured (when the spec asked for it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub monitor: Option<MonitorReport>,
 }
 
 impl TrialRecord {

@@ -28,6 +28,24 @@ pub enum KnobKind {
     SchedDebug,
     /// /sys/devices/system/cpu/cpuN/cpufreq/scaling_governor.
     Governor,
+    /// tracefs mounted at /sys/kernel/tracing: state `mounted` or
+    /// `unmounted` (restoring unmounts what a trial mounted).
+    TraceMount,
+    /// A trace instance of ours, /sys/kernel/tracing/instances/xrunbench-*:
+    /// state `present` or `absent` (restoring removes it, and with it
+    /// every event, buffer size and clock set inside it).
+    TraceInstance,
+}
+
+/// The prefix of every trace instance a trial creates.
+pub const TRACE_INSTANCE_PREFIX: &str = "xrunbench-";
+
+impl KnobKind {
+    /// Whether the knob is a state of the file system (a mount, a
+    /// directory) rather than a value written to a file.
+    pub fn is_trace(self) -> bool {
+        matches!(self, KnobKind::TraceMount | KnobKind::TraceInstance)
+    }
 }
 
 /// One file write a knob needs.
@@ -232,6 +250,7 @@ pub fn root_of(kind: KnobKind, roots: &KnobRoots) -> &Path {
         KnobKind::Sysctl => &roots.proc_sys,
         KnobKind::SchedFeature | KnobKind::SchedDebug => &roots.sched_debug,
         KnobKind::Governor => &roots.cpu,
+        KnobKind::TraceMount | KnobKind::TraceInstance => &roots.tracing,
     }
 }
 
@@ -265,6 +284,12 @@ pub fn check_path(w: &KnobWrite, roots: &KnobRoots) -> Result<(), KnobError> {
         (KnobKind::Governor, [cpu, "cpufreq", "scaling_governor"]) => cpu
             .strip_prefix("cpu")
             .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit())),
+        (KnobKind::TraceMount, []) => w.value == "mounted" || w.value == "unmounted",
+        (KnobKind::TraceInstance, ["instances", name]) => {
+            is_plain_name(name)
+                && name.starts_with(TRACE_INSTANCE_PREFIX)
+                && (w.value == "present" || w.value == "absent")
+        }
         _ => false,
     };
     if !shape_ok
@@ -292,7 +317,7 @@ fn hint_for(kind: KnobKind) -> String {
                 .into()
         }
         KnobKind::Sysctl => " (this kernel has no such sysctl)".into(),
-        KnobKind::Governor => String::new(),
+        KnobKind::Governor | KnobKind::TraceMount | KnobKind::TraceInstance => String::new(),
     }
 }
 
@@ -376,6 +401,20 @@ pub fn read(w: &KnobWrite) -> Result<String, KnobError> {
 /// or for a sched feature `NAME` / `NO_NAME`. Written back, it restores
 /// what was found.
 pub fn state(w: &KnobWrite) -> Result<String, KnobError> {
+    match w.kind {
+        KnobKind::TraceMount => {
+            return Ok(if is_tracefs_mounted(&w.path) {
+                "mounted"
+            } else {
+                "unmounted"
+            }
+            .into())
+        }
+        KnobKind::TraceInstance => {
+            return Ok(if w.path.is_dir() { "present" } else { "absent" }.into())
+        }
+        _ => {}
+    }
     let now = read(w)?;
     Ok(match &w.feature {
         // The features file lists every feature; only this one's state matters.
@@ -385,7 +424,53 @@ pub fn state(w: &KnobWrite) -> Result<String, KnobError> {
     })
 }
 
-/// Writes `value` to the knob's file in one write(2), as `echo` would.
+/// Whether tracefs is mounted at `path` (its `events` directory is
+/// there: a bare mount point has none).
+pub fn is_tracefs_mounted(path: &Path) -> bool {
+    path.join("events").is_dir()
+}
+
+/// Brings a trace knob to `value`: mounts or unmounts tracefs, creates or
+/// removes our instance.
+fn set_trace_state(w: &KnobWrite, value: &str) -> std::io::Result<()> {
+    use std::ffi::CString;
+    use std::os::unix::ffi::OsStrExt;
+    let c_path = CString::new(w.path.as_os_str().as_bytes()).map_err(std::io::Error::other)?;
+    let check = |rc: libc::c_int| {
+        if rc == 0 {
+            Ok(())
+        } else {
+            Err(std::io::Error::last_os_error())
+        }
+    };
+    match (w.kind, value) {
+        (KnobKind::TraceMount, "mounted") => {
+            // SAFETY: valid NUL-terminated strings; no mount data.
+            check(unsafe {
+                libc::mount(
+                    c"nodev".as_ptr(),
+                    c_path.as_ptr(),
+                    c"tracefs".as_ptr(),
+                    0,
+                    std::ptr::null(),
+                )
+            })
+        }
+        (KnobKind::TraceMount, _) => {
+            // SAFETY: valid NUL-terminated path.
+            check(unsafe { libc::umount2(c_path.as_ptr(), 0) })
+        }
+        (KnobKind::TraceInstance, "present") => fs::create_dir(&w.path),
+        (KnobKind::TraceInstance, _) => match fs::remove_dir(&w.path) {
+            Err(e) if e.kind() == ErrorKind::NotFound => Ok(()),
+            other => other,
+        },
+        _ => Err(std::io::Error::other("not a trace knob")),
+    }
+}
+
+/// Writes `value` to the knob's file in one write(2), as `echo` would (a
+/// trace knob is brought to that state instead).
 pub fn write_value(w: &KnobWrite, value: &str) -> Result<(), KnobError> {
     let io = |cause| KnobError::Io {
         what: w.what.clone(),
@@ -393,6 +478,9 @@ pub fn write_value(w: &KnobWrite, value: &str) -> Result<(), KnobError> {
         path: w.path.display().to_string(),
         cause,
     };
+    if w.kind.is_trace() {
+        return set_trace_state(w, value).map_err(io);
+    }
     // Truncating, as `echo VALUE > FILE` does (procfs and sysfs ignore it;
     // a shorter value must not leave the tail of a longer one elsewhere).
     let mut f = OpenOptions::new()

@@ -21,11 +21,13 @@ pub mod fingerprint;
 pub mod journal;
 pub mod knobs;
 pub mod machine;
+pub mod monitor;
 pub mod probe;
 pub mod run;
 pub mod say;
 pub mod signals;
 pub mod spec;
+pub mod trace;
 
 /// Exit code: the trial ran (underruns are results, not failures).
 pub const EXIT_RAN: u8 = 0;

@@ -22,6 +22,9 @@ pub struct KnobRoots {
     pub cpu: PathBuf,
     /// `/dev/cpu_dma_latency`: the PM-QoS request.
     pub pm_qos: PathBuf,
+    /// `/sys/kernel/tracing`: tracefs, a root only for its mount and our
+    /// own trace instances (`instances/xrunbench-*`).
+    pub tracing: PathBuf,
 }
 
 impl KnobRoots {
@@ -37,6 +40,7 @@ impl KnobRoots {
             sched_debug: dir.join("sys/kernel/debug/sched"),
             cpu: dir.join("sys/devices/system/cpu"),
             pm_qos: dir.join("dev/cpu_dma_latency"),
+            tracing: dir.join("sys/kernel/tracing"),
         }
     }
 }

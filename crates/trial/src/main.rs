@@ -36,6 +36,15 @@ enum Command {
         /// The spec, or `-`.
         #[arg(default_value = "-")]
         spec: PathBuf,
+        /// Run the latency monitor beside playback (the spec's `monitor`,
+        /// else its defaults: SCHED_FIFO 99, every 1000 us, on the
+        /// playback CPUs).
+        #[arg(long)]
+        monitor: bool,
+        /// Trace the scheduler and account for every underrun and spike
+        /// (tracefs; said once and skipped where it is missing).
+        #[arg(long)]
+        trace: bool,
     },
     /// Restore every knob a killed trial left changed (replays the journals).
     Restore,
@@ -90,7 +99,11 @@ fn dispatch(cli: Cli) -> Result<u8> {
     };
     let bin_dir = cli.bin_dir.clone().unwrap_or_else(run::default_bin_dir);
     match cli.command {
-        Command::Run { spec } => run_one(&spec, RunOptions { machine, bin_dir }),
+        Command::Run {
+            spec,
+            monitor,
+            trace,
+        } => run_one(&spec, monitor, trace, RunOptions { machine, bin_dir }),
         Command::Restore => restore(&machine),
         Command::Probe => {
             let p = probe::probe(&machine, &bin_dir);
@@ -111,15 +124,16 @@ fn to_json<T: serde::Serialize>(v: &T) -> Result<String> {
     Ok(text)
 }
 
-fn run_one(source: &std::path::Path, opts: RunOptions) -> Result<u8> {
+fn run_one(source: &std::path::Path, monitor: bool, trace: bool, opts: RunOptions) -> Result<u8> {
     signals::install().context("installing signal handlers")?;
-    let spec = match spec::load(source) {
+    let mut spec = match spec::load(source) {
         Ok(s) => s,
         Err(e) => {
             say(e);
             return Ok(EXIT_BAD_SPEC);
         }
     };
+    spec::monitor_from_flags(&mut spec, monitor, trace);
     signals::watch_link(source == std::path::Path::new("-"));
     let finished = run::run(&spec, &opts);
     let text = to_json(&finished.record)?;

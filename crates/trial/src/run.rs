@@ -28,8 +28,10 @@ use crate::fingerprint;
 use crate::journal::{self, JournalError, Knobs, MachineLock};
 use crate::knobs::{self, PmQosHold};
 use crate::machine::Machine;
+use crate::monitor::{self, Monitor};
 use crate::say::{phase, say};
 use crate::signals::{self, StopReason};
+use crate::trace::{GapTracker, Tracer};
 use crate::{EXIT_FAILED, EXIT_RAN};
 
 /// How a trial is run here.
@@ -115,6 +117,7 @@ pub fn run(spec: &TrialSpec, opts: &RunOptions) -> Finished {
             loadavg_before: fingerprint::loadavg(),
             ..TrialFacts::default()
         },
+        monitor: None,
     };
     let result = catch_unwind(AssertUnwindSafe(|| trial(spec, opts, &stem, &mut record)))
         .unwrap_or_else(|panic| {
@@ -212,7 +215,19 @@ fn trial(
     };
     fault_injection_point()?;
     record.facts.governors = fingerprint::governors(&machine.roots.cpu);
-    let played = play_under_load(spec, stem, &bins, &work, &player_args, load_args.as_deref());
+    let mut side = Beside::start(spec, machine, &lock, stem)?;
+    let played = play_under_load(
+        spec,
+        stem,
+        &bins,
+        &work,
+        &player_args,
+        load_args.as_deref(),
+        |pid| side.watch_player(pid),
+    );
+    let side_player = side.player;
+    let (monitor_report, tracker) = side.finish(stem);
+    record.monitor = monitor_report;
     drop(pm_qos);
     let restored = knobs.restore();
     record.knobs = knobs.records();
@@ -230,6 +245,15 @@ fn trial(
             player.schema,
             xrunbench_schema::player::PLAYER_SCHEMA
         )));
+    }
+    if let Some(report) = record.monitor.as_mut() {
+        if let Some(start) = player_start_mono(&player) {
+            place_spikes(report, start);
+        }
+        if let Some((tracker, pid)) = tracker.as_ref().zip(side_player) {
+            account_for_spikes(report, tracker);
+            account_for_underruns(stem, report, &player, tracker, pid);
+        }
     }
     record.player = Some(player);
     if let Some(status) = load_status {
@@ -385,6 +409,7 @@ fn play_under_load(
     work: &WorkDir,
     player_args: &[String],
     load_args: Option<&[String]>,
+    on_player: impl FnOnce(u32),
 ) -> Result<(ExitStatus, Option<ExitStatus>), Stop> {
     let start_delay = spec.load.as_ref().map_or(0, |l| l.start_delay_us);
     let mut load: Option<Child> = None;
@@ -425,6 +450,7 @@ fn play_under_load(
         "xrun-player",
     )
     .map_err(failed)?;
+    on_player(player.id());
     phase(
         stem,
         format_args!(
@@ -525,5 +551,191 @@ fn read_load_report(path: &Path, status: ExitStatus) -> Result<HackbenchReport, 
         Ok(r) => Ok(r),
         Err(e) if ended_cleanly_or_by_sigterm(status) => Err(e),
         Err(_) => Err(failed(format!("xrun-hackbench failed ({status})"))),
+    }
+}
+
+/// What runs beside playback: the latency monitor and the scheduler trace
+/// (each when the spec asks for it). Stopped by [`Beside::finish`], or by
+/// their own drops on every other way out.
+struct Beside {
+    monitor: Option<Monitor>,
+    tracer: Option<Tracer>,
+    /// Why the trace is off although asked for (said once).
+    trace_off: Option<String>,
+    /// The playback thread (the player's main thread).
+    player: Option<u32>,
+}
+
+impl Beside {
+    /// Starts the trace first (so it sees the monitor's threads start),
+    /// then the monitor.
+    fn start(
+        spec: &TrialSpec,
+        machine: &Machine,
+        lock: &MachineLock,
+        stem: &str,
+    ) -> Result<Beside, Stop> {
+        let mut me = Beside {
+            monitor: None,
+            tracer: None,
+            trace_off: None,
+            player: None,
+        };
+        let Some(m) = &spec.monitor else {
+            return Ok(me);
+        };
+        if m.trace {
+            match Tracer::start(machine, lock, stem, m.trace_buffer_kb) {
+                Ok(t) => {
+                    phase(stem, "scheduler trace on (sched_switch, sched_wakeup)");
+                    me.tracer = Some(t);
+                }
+                Err(off) => {
+                    say(format_args!("{stem}: {off}; carrying on without it"));
+                    me.trace_off = Some(off.0);
+                }
+            }
+        }
+        if m.latency {
+            let cpus = monitor::cpus_to_measure(m, spec.player.cpu.as_ref().map(|c| c.cpus()));
+            let mon = Monitor::start(m, &cpus).map_err(failed)?;
+            let slack_ns = (u64::from(m.interval_us) + u64::from(m.threshold_us)) * 1000;
+            if let Some(t) = &me.tracer {
+                for &(_, tid) in mon.threads() {
+                    t.watch(tid, slack_ns);
+                }
+            }
+            phase(
+                stem,
+                format_args!(
+                    "latency monitor on CPU {} (SCHED_FIFO {}, every {} us)",
+                    cpus.iter()
+                        .map(usize::to_string)
+                        .collect::<Vec<_>>()
+                        .join(","),
+                    m.priority,
+                    m.interval_us
+                ),
+            );
+            me.monitor = Some(mon);
+        }
+        Ok(me)
+    }
+
+    /// The playback thread (the player's main thread) is watched too.
+    fn watch_player(&mut self, pid: u32) {
+        self.player = Some(pid);
+        if let Some(t) = &self.tracer {
+            t.watch(pid, 0);
+        }
+    }
+
+    /// Stops both; the monitor's report (with the trace's status) and the
+    /// trace's gaps.
+    fn finish(
+        self,
+        stem: &str,
+    ) -> (
+        Option<xrunbench_schema::monitor::MonitorReport>,
+        Option<GapTracker>,
+    ) {
+        let Beside {
+            monitor,
+            tracer,
+            trace_off,
+            ..
+        } = self;
+        let mut report = monitor.map(Monitor::stop);
+        let mut tracker = None;
+        let status = match tracer {
+            Some(t) => {
+                let (tr, status, restored) = t.finish();
+                if let Err(e) = restored {
+                    say(format_args!("{stem}: {e}"));
+                }
+                tracker = Some(tr);
+                Some(status)
+            }
+            None => trace_off.map(|why| xrunbench_schema::monitor::TraceStatus {
+                state: format!("off: {why}"),
+                ..Default::default()
+            }),
+        };
+        if status.is_some() {
+            report.get_or_insert_with(Default::default).trace = status;
+        }
+        (report, tracker)
+    }
+}
+
+/// Each spike's account: the gap of its CPU's measuring thread that ended
+/// when the late wake-up ran.
+fn account_for_spikes(report: &mut xrunbench_schema::monitor::MonitorReport, tracker: &GapTracker) {
+    let tids: Vec<(usize, u32)> = report.cpus.iter().map(|c| (c.cpu, c.tid)).collect();
+    for s in &mut report.spikes {
+        let Some(&(_, tid)) = tids.iter().find(|(c, _)| *c == s.cpu) else {
+            continue;
+        };
+        // It ran `latency` after the planned moment (µs truncation: +1 µs).
+        let ran = s.planned_mono_ns + (s.latency_us + 1) * 1000;
+        s.account = tracker.account(tid, s.planned_mono_ns, ran + 1_000_000);
+    }
+}
+
+/// The CLOCK_MONOTONIC instant the player's `at_s` counts from, when its
+/// report says.
+fn player_start_mono(_player: &PlayerReport) -> Option<u64> {
+    None
+}
+
+/// Puts each spike on the underruns' timeline (seconds since the player
+/// started).
+fn place_spikes(report: &mut xrunbench_schema::monitor::MonitorReport, start: u64) {
+    for s in &mut report.spikes {
+        s.at_s = Some((s.planned_mono_ns as f64 - start as f64) / 1e9);
+    }
+}
+
+/// Each underrun's account: the playback thread's gap that ended when it
+/// noticed (the buffer ran dry at `at_s`; it noticed `at_least_ms` later).
+/// Printed as the clause after aplay's line, and kept in the record.
+fn account_for_underruns(
+    stem: &str,
+    report: &mut xrunbench_schema::monitor::MonitorReport,
+    player: &PlayerReport,
+    tracker: &GapTracker,
+    pid: u32,
+) {
+    let Some(start) = player_start_mono(player) else {
+        if !player.events.is_empty() {
+            say(format_args!(
+                "{stem}: the player's report has no started_mono_ns: its underruns cannot be placed in the trace"
+            ));
+        }
+        return;
+    };
+    for (i, e) in player.events.iter().enumerate() {
+        let dry = start + (e.at_s * 1e9).max(0.0) as u64;
+        let long_ms = e.at_least_ms.unwrap_or(e.gap_ms);
+        let noticed = dry + (long_ms * 1e6).max(0.0) as u64;
+        // The thread ran a little before it noticed; 2 ms covers the
+        // trace's µs stamps and the work between running and noticing.
+        let account = tracker.account(pid, dry.saturating_sub(1_000_000), noticed + 2_000_000);
+        let clause = match &account {
+            Some(a) => a.clause(),
+            None => "no gap of the playback thread in the trace".into(),
+        };
+        phase(
+            stem,
+            format_args!("underrun!!! (at least {long_ms:.3} ms long) — {clause}"),
+        );
+        report
+            .underruns
+            .push(xrunbench_schema::monitor::UnderrunAccount {
+                event: i,
+                at_s: e.at_s,
+                clause,
+                account,
+            });
     }
 }

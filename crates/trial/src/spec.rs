@@ -7,6 +7,7 @@
 use std::path::Path;
 
 use serde::de::IgnoredAny;
+use xrunbench_schema::monitor::MonitorSpec;
 use xrunbench_schema::trial::{AudioInput, KnobSpec, TrialSpec, TRIAL_SPEC_SCHEMA};
 
 use crate::knobs::{is_feature_word, is_one_line, is_plain_name, is_sysctl_name};
@@ -285,6 +286,9 @@ pub fn validate(s: &TrialSpec) -> Result<(), String> {
             );
         }
     }
+    if let Some(m) = &s.monitor {
+        validate_monitor(m)?;
+    }
     let p = &s.player;
     if p.buffer_time_us == Some(0) || p.period_time_us == Some(0) {
         return Err("player: buffer_time_us and period_time_us must be above 0".into());
@@ -322,6 +326,53 @@ pub fn validate(s: &TrialSpec) -> Result<(), String> {
             Ok(())
         }
     }
+}
+
+/// `xrun-trial run --monitor` / `--trace`: turn the monitor (its latency
+/// threads) or the trace on over what the spec says. `--trace` alone on a
+/// spec without a monitor traces without measuring latency.
+pub fn monitor_from_flags(spec: &mut TrialSpec, monitor: bool, trace: bool) {
+    if !monitor && !trace {
+        return;
+    }
+    let had = spec.monitor.is_some();
+    let m = spec.monitor.get_or_insert_with(MonitorSpec::default);
+    if monitor {
+        m.latency = true;
+    } else if !had {
+        m.latency = false;
+    }
+    if trace {
+        m.trace = true;
+    }
+}
+
+fn validate_monitor(m: &MonitorSpec) -> Result<(), String> {
+    if !(1..=99).contains(&m.priority) {
+        return Err(format!(
+            "monitor.priority: {} is not a SCHED_FIFO priority (1-99)",
+            m.priority
+        ));
+    }
+    if !(100..=1_000_000).contains(&m.interval_us) {
+        return Err(format!(
+            "monitor.interval_us: {} must be between 100 and 1000000",
+            m.interval_us
+        ));
+    }
+    if m.threshold_us == 0 {
+        return Err("monitor.threshold_us: must be above 0".into());
+    }
+    if !(64..=1_048_576).contains(&m.trace_buffer_kb) {
+        return Err(format!(
+            "monitor.trace_buffer_kb: {} must be between 64 and 1048576",
+            m.trace_buffer_kb
+        ));
+    }
+    if !m.latency && !m.trace {
+        return Err("monitor: latency and trace are both off: nothing to do".into());
+    }
+    Ok(())
 }
 
 fn validate_knob(k: &KnobSpec) -> Result<(), String> {

@@ -124,6 +124,7 @@ fn empty_scenario() -> Scenario {
         order: scenario::Order::Interleaved,
         configs: Vec::new(),
         target: None,
+        monitor: None,
     }
 }
 

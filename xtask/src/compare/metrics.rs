@@ -40,11 +40,15 @@ pub enum Metric {
     HackbenchRate,
     /// Player CPU time per second of audio, ms.
     PlayerCpu,
+    /// The latency monitor's largest wake-up latency, all CPUs, µs.
+    LatMax,
+    /// The latency monitor's 99th percentile, all CPUs, µs.
+    LatP99,
 }
 
 impl Metric {
     /// Every metric, in table order.
-    pub const ALL: [Metric; 9] = [
+    pub const ALL: [Metric; 11] = [
         Metric::Underruns,
         Metric::GapPerMin,
         Metric::MaxGap,
@@ -54,6 +58,8 @@ impl Metric {
         Metric::HackbenchRound,
         Metric::HackbenchRate,
         Metric::PlayerCpu,
+        Metric::LatMax,
+        Metric::LatP99,
     ];
 
     /// Row label (≤ 14 characters, so a row label fits 24 columns).
@@ -68,6 +74,8 @@ impl Metric {
             Metric::HackbenchRound => "hb-round-ms",
             Metric::HackbenchRate => "hb-rounds/min",
             Metric::PlayerCpu => "cpu-ms/audio-s",
+            Metric::LatMax => "lat-max-us",
+            Metric::LatP99 => "lat-p99-us",
         }
     }
 
@@ -83,6 +91,8 @@ impl Metric {
             Metric::HackbenchRound => "mean hackbench round time, ms",
             Metric::HackbenchRate => "hackbench rounds completed per minute",
             Metric::PlayerCpu => "player CPU (user+sys) per second of audio, ms",
+            Metric::LatMax => "latency monitor: largest wake-up latency, all CPUs, us",
+            Metric::LatP99 => "latency monitor: 99th percentile wake-up latency, all CPUs, us",
         }
     }
 
@@ -101,6 +111,7 @@ impl Metric {
             Metric::Underruns | Metric::GapPerMin | Metric::MaxGap => 2,
             Metric::MinFill | Metric::P1Fill | Metric::P99Late => 3,
             Metric::HackbenchRound | Metric::HackbenchRate | Metric::PlayerCpu => 2,
+            Metric::LatMax | Metric::LatP99 => 0,
         }
     }
 
@@ -115,7 +126,7 @@ impl Metric {
             Metric::MaxGap => 1.0,
             Metric::MinFill | Metric::P1Fill | Metric::P99Late => 0.001,
             Metric::HackbenchRound | Metric::PlayerCpu => 0.01,
-            Metric::HackbenchRate => 1.0,
+            Metric::HackbenchRate | Metric::LatMax | Metric::LatP99 => 1.0,
         }
     }
 
@@ -151,9 +162,19 @@ impl Metric {
                 p.process.cpu_user_ms + p.process.cpu_sys_ms,
                 p.audio_seconds,
             )?,
+            Metric::LatMax => latency(t)?.max as f64,
+            Metric::LatP99 => latency(t)?.p99 as f64,
         };
         v.is_finite().then_some(v)
     }
+}
+
+/// The monitor's histogram over every CPU, when it measured anything.
+fn latency(t: &TrialRecord) -> Option<&xrunbench_schema::HistogramSummary> {
+    t.monitor
+        .as_ref()
+        .map(|m| &m.overall)
+        .filter(|h| h.count > 0)
 }
 
 fn per(x: f64, unit: f64) -> Option<f64> {

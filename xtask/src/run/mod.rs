@@ -127,6 +127,7 @@ impl TargetArgs {
             order: scenario::Order::Interleaved,
             configs: Vec::new(),
             target: None,
+            monitor: None,
         };
         self.apply(&mut s)?;
         Ok(s.target)
@@ -161,6 +162,7 @@ pub fn restore(args: &RestoreArgs) -> Result<ExitCode> {
         order: scenario::Order::Interleaved,
         configs: Vec::new(),
         target: board,
+        monitor: None,
     };
     if let Err(e) = crate::deps::ensure(crate::deps::for_run(
         args.bin_dir.is_some(),

@@ -11,6 +11,7 @@ use std::path::{Path, PathBuf};
 use serde::de::{self, MapAccess, Visitor};
 use serde::{Deserialize, Deserializer, Serialize};
 
+use xrunbench_schema::monitor::MonitorSpec;
 use xrunbench_schema::trial::{HackbenchArgs, HackbenchMode, HackbenchTransport, ToneSpec};
 use xrunbench_schema::{Backend, CpalHost, CpuList, Priority};
 
@@ -57,6 +58,39 @@ pub struct ScenarioFile {
     /// Where the trials run; absent: this machine.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub target: Option<TargetSpec>,
+    /// The latency monitor and scheduler trace beside playback; absent:
+    /// none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub monitor: Option<MonitorSetting>,
+}
+
+/// `[monitor]` as written: cyclictest's measurement beside playback, and
+/// the scheduler's account of every gap (`trace = true`).
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MonitorSetting {
+    /// Measure wake-up latency (default true).
+    #[serde(default)]
+    pub latency: Option<bool>,
+    /// CPUs to measure (default: those the playback thread may run on).
+    #[serde(default)]
+    pub cpus: Option<CpuList>,
+    /// SCHED_FIFO priority of the measuring threads (default 99).
+    #[serde(default)]
+    pub priority: Option<u8>,
+    /// Interval between wake-ups (default 1ms).
+    #[serde(default)]
+    pub interval: Option<Span>,
+    /// A wake-up later than this is a spike (default 1ms).
+    #[serde(default)]
+    pub threshold: Option<Span>,
+    /// Trace the scheduler and account for every underrun and spike
+    /// (default false).
+    #[serde(default)]
+    pub trace: Option<bool>,
+    /// The kernel's trace buffer per CPU, KiB (default 16384).
+    #[serde(default)]
+    pub trace_buffer_kb: Option<u32>,
 }
 
 /// `[target]`: a board reached over SSH. Every key but `ssh` is optional;
@@ -330,6 +364,9 @@ pub struct Scenario {
     /// experiment runs on a board or here.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub target: Option<SshTarget>,
+    /// `[monitor]` resolved; `None`: no monitor.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub monitor: Option<MonitorSpec>,
 }
 
 /// Default `[target] workdir`: under the login's home.
@@ -486,6 +523,10 @@ pub struct ScenarioFingerprint {
     pub knobs: Vec<KnobSpec>,
     /// PM-QoS CPU DMA latency held, µs.
     pub pm_qos_us: Option<u32>,
+    /// The monitor beside playback (real-time threads on the audio's
+    /// CPUs: part of the experiment).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub monitor: Option<MonitorSpec>,
 }
 
 impl Scenario {
@@ -508,6 +549,7 @@ impl Scenario {
             load: c.load.clone(),
             knobs: c.knobs.clone(),
             pm_qos_us: c.pm_qos_us,
+            monitor: self.monitor.clone(),
         })
     }
 }
@@ -543,6 +585,7 @@ impl ScenarioFingerprint {
                 "pm_qos_cpu_dma_latency_us",
                 self.pm_qos_us != other.pm_qos_us,
             ),
+            ("monitor", self.monitor != other.monitor),
         ]
         .into_iter()
         .filter(|&(_, differs)| differs)
@@ -667,6 +710,10 @@ pub fn resolve(path: &Path, file: &ScenarioFile) -> Result<Scenario, ScenarioErr
         ),
         None => None,
     };
+    let monitor = match &file.monitor {
+        Some(m) => Some(resolve_monitor(m).map_err(|(k, m)| err(&format!("monitor.{k}"), m))?),
+        None => None,
+    };
     Ok(Scenario {
         path: path.to_path_buf(),
         name: file.name.clone(),
@@ -677,7 +724,58 @@ pub fn resolve(path: &Path, file: &ScenarioFile) -> Result<Scenario, ScenarioErr
         order: file.order,
         configs,
         target,
+        monitor,
     })
+}
+
+/// `[monitor]` with its defaults (cyclictest's: FIFO 99, every 1 ms); an
+/// error names the key.
+fn resolve_monitor(m: &MonitorSetting) -> Result<MonitorSpec, (&'static str, String)> {
+    let d = MonitorSpec::default();
+    let priority = m.priority.unwrap_or(d.priority);
+    if !(1..=99).contains(&priority) {
+        return Err((
+            "priority",
+            format!("{priority} is not a SCHED_FIFO priority (1-99)"),
+        ));
+    }
+    let us = |s: Option<Span>, default: u32| -> Option<u64> {
+        Some(s.map_or(u64::from(default), Span::as_micros))
+    };
+    let interval = us(m.interval, d.interval_us).unwrap_or_default();
+    if !(100..=1_000_000).contains(&interval) {
+        return Err((
+            "interval",
+            format!("{interval} us must be between 100us and 1s"),
+        ));
+    }
+    let threshold = us(m.threshold, d.threshold_us).unwrap_or_default();
+    if threshold == 0 || threshold > u64::from(u32::MAX) {
+        return Err(("threshold", "must be above 0 (and below an hour)".into()));
+    }
+    let trace_buffer_kb = m.trace_buffer_kb.unwrap_or(d.trace_buffer_kb);
+    if !(64..=1_048_576).contains(&trace_buffer_kb) {
+        return Err((
+            "trace_buffer_kb",
+            format!("{trace_buffer_kb} must be between 64 and 1048576"),
+        ));
+    }
+    let spec = MonitorSpec {
+        latency: m.latency.unwrap_or(true),
+        cpus: m.cpus.clone(),
+        priority,
+        interval_us: interval as u32,
+        threshold_us: threshold as u32,
+        trace: m.trace.unwrap_or(false),
+        trace_buffer_kb,
+    };
+    if !spec.latency && !spec.trace {
+        return Err((
+            "latency",
+            "false with trace false: the monitor would do nothing (remove [monitor])".into(),
+        ));
+    }
+    Ok(spec)
 }
 
 /// `[target]` with its defaults; an error names the key.

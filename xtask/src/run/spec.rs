@@ -64,6 +64,7 @@ pub fn trial_spec(
         duration_us: s.duration.as_micros(),
         record: None,
         work_dir,
+        monitor: s.monitor.clone(),
     }
 }
 

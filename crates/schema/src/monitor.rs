@@ -1,0 +1,294 @@
+//! The latency monitor and the scheduler's account of a gap: what a trial
+//! spec asks for ([`MonitorSpec`]) and what the trial record gets back
+//! ([`MonitorReport`], [`GapAccount`]).
+//!
+//! Every instant here is CLOCK_MONOTONIC in nanoseconds, the clock the
+//! player measures its underruns on (its report's `started_mono_ns` turns
+//! an underrun's `at_s` into the same timeline).
+
+use serde::{Deserialize, Serialize};
+
+use crate::vocab::CpuList;
+use crate::HistogramSummary;
+
+/// The monitor a trial runs beside playback: cyclictest's measurement
+/// (one SCHED_FIFO thread per CPU, absolute sleeps at a fixed interval)
+/// and, when asked, the scheduler trace that accounts for every gap.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MonitorSpec {
+    /// Measure wake-up latency (default true; false: only trace).
+    #[serde(default = "default_true")]
+    pub latency: bool,
+    /// CPUs to measure (default: the CPUs the playback thread may run on).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpus: Option<CpuList>,
+    /// SCHED_FIFO priority of the measuring threads (default 99, as
+    /// `cyclictest -p 99`).
+    #[serde(default = "default_priority")]
+    pub priority: u8,
+    /// Interval between wake-ups, µs (default 1000, as `cyclictest -i 1000`).
+    #[serde(default = "default_interval_us")]
+    pub interval_us: u32,
+    /// A wake-up later than this, µs, is a spike: its time is kept (default
+    /// 1000, one default interval).
+    #[serde(default = "default_threshold_us")]
+    pub threshold_us: u32,
+    /// Trace the scheduler (tracefs `sched_switch` and `sched_wakeup`) and
+    /// account for every underrun and spike (default false).
+    #[serde(default)]
+    pub trace: bool,
+    /// The kernel's trace buffer per CPU, KiB (default 16384: under
+    /// hackbench on two CPUs about 3 s of events, so the reader may fall
+    /// that far behind without losing any).
+    #[serde(default = "default_trace_buffer_kb")]
+    pub trace_buffer_kb: u32,
+}
+
+fn default_trace_buffer_kb() -> u32 {
+    16_384
+}
+
+fn default_true() -> bool {
+    true
+}
+fn default_priority() -> u8 {
+    99
+}
+fn default_interval_us() -> u32 {
+    1000
+}
+fn default_threshold_us() -> u32 {
+    1000
+}
+
+impl Default for MonitorSpec {
+    fn default() -> Self {
+        MonitorSpec {
+            latency: true,
+            cpus: None,
+            priority: default_priority(),
+            interval_us: default_interval_us(),
+            threshold_us: default_threshold_us(),
+            trace: false,
+            trace_buffer_kb: default_trace_buffer_kb(),
+        }
+    }
+}
+
+/// What the monitor measured during one trial.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MonitorReport {
+    /// SCHED_FIFO priority of the measuring threads.
+    pub priority: u8,
+    /// Interval, µs.
+    pub interval_us: u32,
+    /// Spike threshold, µs.
+    pub threshold_us: u32,
+    /// mlockall outcome: `locked` or the error.
+    pub mlock: String,
+    /// Per measured CPU (empty when only tracing).
+    pub cpus: Vec<CpuLatency>,
+    /// Every CPU's wake-ups in one histogram, µs.
+    pub overall: HistogramSummary,
+    /// Wake-ups later than the threshold, in time order (all CPUs).
+    pub spikes: Vec<LatencySpike>,
+    /// Spikes not kept (the preallocated list was full).
+    #[serde(default)]
+    pub spikes_dropped: u64,
+    /// The scheduler trace, when asked for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trace: Option<TraceStatus>,
+    /// The scheduler's account of each underrun (with the trace), in the
+    /// order of the player's `events`. Computed by `xrun-trial` from the
+    /// trace after playback, so it lives here rather than in the player's
+    /// report.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub underruns: Vec<UnderrunAccount>,
+}
+
+/// The account of one of the player's underruns.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct UnderrunAccount {
+    /// Its index in the player report's `events`.
+    pub event: usize,
+    /// Its `at_s` (seconds since the player started).
+    pub at_s: f64,
+    /// The clause the trial printed after it:
+    /// `runnable 26.9 ms behind hackbench:4121 (SCHED_OTHER) 24.0 ms, …`.
+    pub clause: String,
+    /// The playback thread's gap that ended when it noticed the underrun
+    /// (`None`: the trace holds no such gap, e.g. events were lost).
+    pub account: Option<GapAccount>,
+}
+
+/// One CPU's measuring thread.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CpuLatency {
+    /// The CPU it was pinned to.
+    pub cpu: usize,
+    /// Its thread id (what the trace calls it).
+    pub tid: u32,
+    /// Wake-up latency, µs (cyclictest's figure: now − planned wake-up).
+    pub latency: HistogramSummary,
+}
+
+/// One wake-up later than the threshold.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LatencySpike {
+    /// The CPU.
+    pub cpu: usize,
+    /// When the thread should have woken, CLOCK_MONOTONIC ns.
+    pub planned_mono_ns: u64,
+    /// How late it ran, µs.
+    pub latency_us: u64,
+    /// `planned` as seconds since the player started (the underruns'
+    /// `at_s` timeline), when the player said when that was.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub at_s: Option<f64>,
+    /// What the scheduler did meanwhile (with tracing).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub account: Option<GapAccount>,
+}
+
+/// Whether the scheduler trace ran, and how completely.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TraceStatus {
+    /// `on`, or why it was not (tracefs missing, not writable…).
+    pub state: String,
+    /// Scheduler events read.
+    pub events: u64,
+    /// Events the kernel dropped because we read too slowly (accounts
+    /// overlapping a loss say so).
+    pub lost: u64,
+}
+
+/// The scheduler's account of one gap: from the moment a thread stopped
+/// running until it ran again, when it was runnable and who ran instead.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GapAccount {
+    /// The thread the gap is of (the playback thread, a monitor thread).
+    pub tid: u32,
+    /// The CPU it waited on.
+    pub cpu: usize,
+    /// When it stopped running (was switched out), CLOCK_MONOTONIC ns.
+    pub off_mono_ns: u64,
+    /// When it became runnable (woken, or preempted while runnable).
+    pub runnable_mono_ns: u64,
+    /// When it ran again.
+    pub ran_mono_ns: u64,
+    /// Runnable but not running: waiting for the CPU, ms.
+    pub runnable_ms: f64,
+    /// Not runnable at all (asleep, blocked in a driver, a page fault), ms.
+    pub not_runnable_ms: f64,
+    /// Who ran on that CPU while it was runnable, largest first.
+    pub tasks: Vec<TaskTime>,
+    /// The time of tasks beyond those listed, ms.
+    #[serde(default)]
+    pub others_ms: f64,
+    /// False when the kernel dropped events in this window.
+    pub complete: bool,
+}
+
+/// A task that ran while the audio waited.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TaskTime {
+    /// Its name (`comm`).
+    pub comm: String,
+    /// Its thread id.
+    pub pid: u32,
+    /// The kernel's priority (0–99 real-time, 100–139 normal; 120 is nice 0).
+    pub prio: i32,
+    /// `SCHED_OTHER`, `SCHED_FIFO`, `SCHED_RR`, `SCHED_BATCH`,
+    /// `SCHED_IDLE`, `SCHED_DEADLINE`, or `RT`/`normal` when it was gone
+    /// before it could be asked.
+    pub policy: String,
+    /// Its time on the CPU in the window, ms.
+    pub ms: f64,
+}
+
+impl GapAccount {
+    /// The short clause an underrun line gains:
+    /// `runnable 26.9 ms behind hackbench:4121 (SCHED_OTHER) 24.0 ms, kworker/1:2:88 2.1 ms`
+    /// (the policy only of the first task; at most three tasks).
+    pub fn clause(&self) -> String {
+        let mut s = format!("runnable {:.1} ms", self.runnable_ms);
+        if self.tasks.is_empty() {
+            s += &format!(", not runnable {:.1} ms", self.not_runnable_ms);
+            return s;
+        }
+        s += " behind ";
+        let named: Vec<String> = self
+            .tasks
+            .iter()
+            .take(3)
+            .enumerate()
+            .map(|(i, t)| {
+                if i == 0 {
+                    format!("{}:{} ({}) {:.1} ms", t.comm, t.pid, t.policy, t.ms)
+                } else {
+                    format!("{}:{} {:.1} ms", t.comm, t.pid, t.ms)
+                }
+            })
+            .collect();
+        s += &named.join(", ");
+        if !self.complete {
+            s += " (events lost)";
+        }
+        s
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn clause_names_the_largest_first_with_its_policy() {
+        let a = GapAccount {
+            tid: 7,
+            cpu: 1,
+            off_mono_ns: 0,
+            runnable_mono_ns: 1,
+            ran_mono_ns: 2,
+            runnable_ms: 26.94,
+            not_runnable_ms: 1.5,
+            tasks: vec![
+                TaskTime {
+                    comm: "hackbench".into(),
+                    pid: 4121,
+                    prio: 120,
+                    policy: "SCHED_OTHER".into(),
+                    ms: 24.0,
+                },
+                TaskTime {
+                    comm: "kworker/1:2".into(),
+                    pid: 88,
+                    prio: 120,
+                    policy: "SCHED_OTHER".into(),
+                    ms: 2.1,
+                },
+            ],
+            others_ms: 0.0,
+            complete: true,
+        };
+        assert_eq!(
+            a.clause(),
+            "runnable 26.9 ms behind hackbench:4121 (SCHED_OTHER) 24.0 ms, kworker/1:2:88 2.1 ms"
+        );
+    }
+
+    #[test]
+    fn spec_defaults_are_cyclictests() {
+        let s: MonitorSpec = serde_json::from_str("{}").unwrap();
+        assert_eq!(s, MonitorSpec::default());
+        assert_eq!((s.priority, s.interval_us), (99, 1000));
+    }
+}

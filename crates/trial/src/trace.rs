@@ -1,0 +1,731 @@
+//! The scheduler's account of every gap, from tracefs.
+//!
+//! A trace instance of our own (`/sys/kernel/tracing/instances/xrunbench-<pid>`,
+//! so a user's own tracing is left alone) records `sched_switch` and
+//! `sched_wakeup` on CLOCK_MONOTONIC (`trace_clock mono`, the player's
+//! clock). Creating the instance — and mounting tracefs first when it is
+//! not mounted — goes through the knob journal like any knob: restoring
+//! removes the instance (and with it every event, buffer size and clock set
+//! inside it) and unmounts what we mounted, on every exit path and after a
+//! SIGKILL by the next `xrun-trial restore`.
+//!
+//! A reader thread at SCHED_IDLE (it takes only time nobody else wants, so
+//! it perturbs neither the audio nor the load; the kernel's ring buffer,
+//! sized by the spec, holds events until it gets to them) follows
+//! `trace_pipe` and keeps, for each watched thread (the playback thread,
+//! the monitor's threads), every gap: when it was switched out, when it
+//! became runnable, when it ran again, and who ran on its CPU meanwhile.
+//! Memory grows with gaps, not with events.
+
+use std::collections::HashMap;
+use std::fs;
+use std::io::Read;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use xrunbench_schema::monitor::{GapAccount, TaskTime, TraceStatus};
+
+use crate::journal::{Knobs, MachineLock};
+use crate::knobs::{self, KnobKind, KnobWrite, TRACE_INSTANCE_PREFIX};
+use crate::machine::Machine;
+
+/// Tasks named per account (the rest are summed as `others_ms`).
+const TASKS_KEPT: usize = 8;
+/// Gaps kept per watched thread (beyond, the shortest are not kept).
+const GAPS_KEPT: usize = 200_000;
+
+/// One scheduler event, as `trace_pipe` prints it.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Event<'a> {
+    /// `sched_switch` on `cpu`.
+    Switch {
+        /// CPU.
+        cpu: usize,
+        /// CLOCK_MONOTONIC ns.
+        ts: u64,
+        /// The task leaving.
+        prev_comm: &'a str,
+        /// Its pid.
+        prev_pid: u32,
+        /// Its kernel priority.
+        prev_prio: i32,
+        /// Whether it left runnable (preempted: state `R`/`R+`).
+        prev_runnable: bool,
+        /// The task coming in.
+        next_comm: &'a str,
+        /// Its pid.
+        next_pid: u32,
+        /// Its kernel priority.
+        next_prio: i32,
+    },
+    /// `sched_wakeup`: `pid` became runnable on `target_cpu`.
+    Wakeup {
+        /// CLOCK_MONOTONIC ns.
+        ts: u64,
+        /// The task.
+        pid: u32,
+        /// The CPU it will run on.
+        target_cpu: usize,
+    },
+    /// `CPU:N [LOST M EVENTS]`.
+    Lost(u64),
+}
+
+fn field<'a>(s: &'a str, key: &str, end: Option<&str>) -> Option<&'a str> {
+    let at = s.find(key)? + key.len();
+    let rest = &s[at..];
+    Some(match end {
+        Some(e) => &rest[..rest.rfind(e)?],
+        None => rest.split_whitespace().next()?,
+    })
+}
+
+/// Parses one `trace_pipe` line; `None` for anything else.
+pub fn parse_line(line: &str) -> Option<Event<'_>> {
+    if let Some(rest) = line.strip_prefix("CPU:") {
+        let n = rest.split("[LOST ").nth(1)?.split_whitespace().next()?;
+        return n.parse().ok().map(Event::Lost);
+    }
+    let (head, kind, body) = if let Some(i) = line.find(": sched_switch: ") {
+        (&line[..i], 's', &line[i + 16..])
+    } else if let Some(i) = line.find(": sched_wakeup: ") {
+        (&line[..i], 'w', &line[i + 16..])
+    } else {
+        return None;
+    };
+    // `comm-pid [CPU] flags TIMESTAMP`: the comm may hold anything, so
+    // read from the right.
+    let mut it = head.split_whitespace().rev();
+    let ts = parse_ts(it.next()?)?;
+    let _flags = it.next()?;
+    let cpu: usize = it
+        .next()?
+        .strip_prefix('[')?
+        .strip_suffix(']')?
+        .parse()
+        .ok()?;
+    if kind == 'w' {
+        return Some(Event::Wakeup {
+            ts,
+            pid: field(body, " pid=", None)?.parse().ok()?,
+            target_cpu: field(body, "target_cpu=", None)?.parse().ok()?,
+        });
+    }
+    let (prev, next) = body.split_once(" ==> ")?;
+    let state = field(prev, "prev_state=", None)?;
+    Some(Event::Switch {
+        cpu,
+        ts,
+        prev_comm: field(prev, "prev_comm=", Some(" prev_pid="))?,
+        prev_pid: field(prev, " prev_pid=", None)?.parse().ok()?,
+        prev_prio: field(prev, " prev_prio=", None)?.parse().ok()?,
+        prev_runnable: state.starts_with('R'),
+        next_comm: field(next, "next_comm=", Some(" next_pid="))?,
+        next_pid: field(next, " next_pid=", None)?.parse().ok()?,
+        next_prio: field(next, " next_prio=", None)?.parse().ok()?,
+    })
+}
+
+/// `12541.288387` (seconds, µs) as ns.
+fn parse_ts(s: &str) -> Option<u64> {
+    let (sec, frac) = s.split_once('.')?;
+    let sec: u64 = sec.parse().ok()?;
+    let digits = frac.len().min(9);
+    let frac_ns: u64 = frac[..digits].parse().ok()?;
+    Some(sec * 1_000_000_000 + frac_ns * 10u64.pow((9 - digits) as u32))
+}
+
+/// A watched thread's state.
+#[derive(Debug, Clone)]
+enum Watch {
+    /// Not seen yet, or running.
+    Running,
+    /// Switched out at `off`.
+    Off {
+        off: u64,
+        cpu: usize,
+        runnable: Option<u64>,
+        tally: Vec<(u32, u64)>,
+        complete: bool,
+    },
+}
+
+/// A gap as the reader keeps it (tasks still by pid).
+#[derive(Debug, Clone)]
+pub struct Gap {
+    /// The CPU it waited on.
+    pub cpu: usize,
+    /// Switched out.
+    pub off: u64,
+    /// Became runnable.
+    pub runnable: u64,
+    /// Ran again.
+    pub ran: u64,
+    /// (pid, ns on the CPU while it was runnable).
+    pub tally: Vec<(u32, u64)>,
+    /// No events lost meanwhile.
+    pub complete: bool,
+}
+
+/// Follows scheduler events and keeps the gaps of the watched threads.
+#[derive(Debug, Default)]
+pub struct GapTracker {
+    /// Per CPU: since when its current task runs (0: not seen yet).
+    cpus: Vec<u64>,
+    watched: HashMap<u32, (Watch, u64)>,
+    gaps: HashMap<u32, Vec<Gap>>,
+    /// pid → (comm, kernel prio), as last seen.
+    pub tasks: HashMap<u32, (String, i32)>,
+    /// pid → scheduling policy, asked when it first held a watched thread
+    /// off (while it most likely still exists).
+    policies: HashMap<u32, String>,
+    /// Events seen.
+    pub events: u64,
+    /// Events the kernel said it lost.
+    pub lost: u64,
+}
+
+impl GapTracker {
+    /// Watches `tid`; gaps shorter than `min_gap_ns` (from switch-out to
+    /// running again) are not kept.
+    pub fn watch(&mut self, tid: u32, min_gap_ns: u64) {
+        self.watched
+            .entry(tid)
+            .or_insert((Watch::Running, min_gap_ns));
+    }
+
+    /// Feeds one event.
+    pub fn feed(&mut self, e: &Event<'_>) {
+        match *e {
+            Event::Lost(n) => {
+                self.lost += n;
+                for (w, _) in self.watched.values_mut() {
+                    if let Watch::Off { complete, .. } = w {
+                        *complete = false;
+                    }
+                }
+            }
+            Event::Wakeup {
+                ts,
+                pid,
+                target_cpu,
+            } => {
+                self.events += 1;
+                if let Some((
+                    Watch::Off {
+                        runnable: r @ None,
+                        cpu,
+                        ..
+                    },
+                    _,
+                )) = self.watched.get_mut(&pid)
+                {
+                    *r = Some(ts);
+                    *cpu = target_cpu;
+                }
+            }
+            Event::Switch {
+                cpu,
+                ts,
+                prev_comm,
+                prev_pid,
+                prev_prio,
+                prev_runnable,
+                next_comm,
+                next_pid,
+                next_prio,
+            } => {
+                self.events += 1;
+                if self.cpus.len() <= cpu {
+                    self.cpus.resize(cpu + 1, 0);
+                }
+                let since = self.cpus[cpu];
+                self.charge(cpu, prev_pid, since, ts);
+                remember(&mut self.tasks, prev_pid, prev_comm, prev_prio);
+                remember(&mut self.tasks, next_pid, next_comm, next_prio);
+                if let Some((w, _)) = self.watched.get_mut(&prev_pid) {
+                    *w = Watch::Off {
+                        off: ts,
+                        cpu,
+                        runnable: prev_runnable.then_some(ts),
+                        tally: Vec::new(),
+                        complete: true,
+                    };
+                }
+                self.close(next_pid, ts);
+                self.cpus[cpu] = ts;
+            }
+        }
+    }
+
+    /// Charges `pid`'s run on `cpu` from `since` to `now` to every watched
+    /// thread waiting runnable there.
+    fn charge(&mut self, cpu: usize, pid: u32, since: u64, now: u64) {
+        for (w, _) in self.watched.values_mut() {
+            if let Watch::Off {
+                cpu: c,
+                runnable: Some(r),
+                tally,
+                ..
+            } = w
+            {
+                if *c != cpu || since == 0 {
+                    continue;
+                }
+                let from = since.max(*r);
+                if now > from {
+                    match tally.iter_mut().find(|(p, _)| *p == pid) {
+                        Some((_, ns)) => *ns += now - from,
+                        None => {
+                            tally.push((pid, now - from));
+                            let prio = self.tasks.get(&pid).map_or(120, |t| t.1);
+                            self.policies
+                                .entry(pid)
+                                .or_insert_with(|| policy_of(pid, prio));
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// `tid` runs again at `ts`: its gap ends.
+    fn close(&mut self, tid: u32, ts: u64) {
+        let Some((w, min)) = self.watched.get_mut(&tid) else {
+            return;
+        };
+        let min = *min;
+        if let Watch::Off {
+            off,
+            cpu,
+            runnable,
+            tally,
+            complete,
+        } = std::mem::replace(w, Watch::Running)
+        {
+            if ts - off < min {
+                return;
+            }
+            let runnable = runnable.unwrap_or(ts);
+            let gaps = self.gaps.entry(tid).or_default();
+            if gaps.len() < GAPS_KEPT {
+                gaps.push(Gap {
+                    cpu,
+                    off,
+                    runnable,
+                    ran: ts,
+                    tally,
+                    complete,
+                });
+            }
+        }
+    }
+
+    /// The gaps kept of `tid`, in time order.
+    pub fn gaps_of(&self, tid: u32) -> &[Gap] {
+        self.gaps.get(&tid).map_or(&[], Vec::as_slice)
+    }
+
+    /// The account of `tid`'s gap that ended last at or before `by` (and
+    /// after `not_before`): what held it off when it should have run.
+    pub fn account(&self, tid: u32, not_before: u64, by: u64) -> Option<GapAccount> {
+        let g = self
+            .gaps_of(tid)
+            .iter()
+            .rev()
+            .find(|g| g.ran <= by && g.ran >= not_before)?;
+        Some(self.describe(tid, g))
+    }
+
+    /// A kept gap as the schema's account, tasks largest first.
+    pub fn describe(&self, tid: u32, g: &Gap) -> GapAccount {
+        let mut tally = g.tally.clone();
+        tally.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+        let ms = |ns: u64| ns as f64 / 1e6;
+        let others: u64 = tally.iter().skip(TASKS_KEPT).map(|t| t.1).sum();
+        let tasks = tally
+            .iter()
+            .take(TASKS_KEPT)
+            .map(|&(pid, ns)| {
+                let (comm, prio) = self
+                    .tasks
+                    .get(&pid)
+                    .cloned()
+                    .unwrap_or_else(|| ("?".into(), 120));
+                TaskTime {
+                    policy: self
+                        .policies
+                        .get(&pid)
+                        .cloned()
+                        .unwrap_or_else(|| policy_of(pid, prio)),
+                    comm,
+                    pid,
+                    prio,
+                    ms: ms(ns),
+                }
+            })
+            .collect();
+        GapAccount {
+            tid,
+            cpu: g.cpu,
+            off_mono_ns: g.off,
+            runnable_mono_ns: g.runnable,
+            ran_mono_ns: g.ran,
+            runnable_ms: ms(g.ran - g.runnable),
+            not_runnable_ms: ms(g.runnable - g.off),
+            tasks,
+            others_ms: ms(others),
+            complete: g.complete,
+        }
+    }
+}
+
+fn remember(tasks: &mut HashMap<u32, (String, i32)>, pid: u32, comm: &str, prio: i32) {
+    match tasks.get_mut(&pid) {
+        Some(t) if t.0 == comm && t.1 == prio => {}
+        Some(t) => *t = (comm.to_string(), prio),
+        None => {
+            tasks.insert(pid, (comm.to_string(), prio));
+        }
+    }
+}
+
+/// The scheduling policy of `pid` (asked now; the event only has its
+/// priority, which tells real-time from normal when the task is gone).
+fn policy_of(pid: u32, prio: i32) -> String {
+    // SAFETY: plain syscall on a pid; -1 when it is gone.
+    let p = unsafe { libc::sched_getscheduler(pid as libc::pid_t) };
+    let flags_off = p & !libc::SCHED_RESET_ON_FORK;
+    match flags_off {
+        libc::SCHED_OTHER if pid != 0 => "SCHED_OTHER",
+        libc::SCHED_FIFO => "SCHED_FIFO",
+        libc::SCHED_RR => "SCHED_RR",
+        libc::SCHED_BATCH => "SCHED_BATCH",
+        libc::SCHED_IDLE => "SCHED_IDLE",
+        6 => "SCHED_DEADLINE",
+        _ if pid == 0 => "idle",
+        _ if prio < 100 => "RT",
+        _ => "normal",
+    }
+    .into()
+}
+
+/// How the trace was set up and how to undo it.
+pub struct Tracer {
+    instance: PathBuf,
+    knobs: Knobs,
+    stop: Arc<AtomicBool>,
+    tracker: Arc<Mutex<GapTracker>>,
+    reader: Option<JoinHandle<()>>,
+    reader_tid: Arc<Mutex<Option<u32>>>,
+}
+
+/// Why tracing is off for this trial (said once; the trial carries on).
+#[derive(Debug, thiserror::Error)]
+#[error("scheduler trace off: {0}")]
+pub struct TraceOff(pub String);
+
+impl Tracer {
+    /// Mounts tracefs if need be, creates our instance (both journaled),
+    /// sets it up (mono clock, `buffer_kb` per CPU, the two events) and
+    /// starts the reader.
+    pub fn start(
+        machine: &Machine,
+        lock: &MachineLock,
+        stem: &str,
+        buffer_kb: u32,
+    ) -> Result<Tracer, TraceOff> {
+        let root = &machine.roots.tracing;
+        if !root.is_dir() {
+            return Err(TraceOff(format!(
+                "{} does not exist (kernel without tracefs)",
+                root.display()
+            )));
+        }
+        let mut writes = Vec::new();
+        if !knobs::is_tracefs_mounted(root) {
+            writes.push(KnobWrite {
+                kind: KnobKind::TraceMount,
+                what: "tracefs mount".into(),
+                path: root.clone(),
+                value: "mounted".into(),
+                feature: None,
+            });
+        }
+        let instance = root
+            .join("instances")
+            .join(format!("{TRACE_INSTANCE_PREFIX}{}", std::process::id()));
+        writes.push(KnobWrite {
+            kind: KnobKind::TraceInstance,
+            what: "trace instance".into(),
+            path: instance.clone(),
+            value: "present".into(),
+            feature: None,
+        });
+        let off = |e: &dyn std::fmt::Display| TraceOff(e.to_string());
+        let mut knobs = Knobs::journal(machine, lock, stem, writes).map_err(|e| off(&e))?;
+        if let Err(e) = knobs.apply() {
+            let _ = knobs.restore();
+            return Err(off(&e));
+        }
+        let set = |file: &str, value: &str| -> Result<(), TraceOff> {
+            let p = instance.join(file);
+            fs::write(&p, value).map_err(|e| TraceOff(format!("writing {}: {e}", p.display())))
+        };
+        let setup = set("tracing_on", "0")
+            .and_then(|()| set("trace_clock", "mono"))
+            .and_then(|()| set("buffer_size_kb", &buffer_kb.to_string()))
+            .and_then(|()| set("events/sched/sched_switch/enable", "1"))
+            .and_then(|()| set("events/sched/sched_wakeup/enable", "1"))
+            .and_then(|()| set("tracing_on", "1"));
+        if let Err(e) = setup {
+            let _ = knobs.restore();
+            return Err(e);
+        }
+        let pipe = fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NONBLOCK)
+            .open(instance.join("trace_pipe"))
+            .map_err(|e| TraceOff(format!("opening trace_pipe: {e}")));
+        let pipe = match pipe {
+            Ok(p) => p,
+            Err(e) => {
+                let _ = knobs.restore();
+                return Err(e);
+            }
+        };
+        let stop = Arc::new(AtomicBool::new(false));
+        let tracker = Arc::new(Mutex::new(GapTracker::default()));
+        let reader_tid = Arc::new(Mutex::new(None));
+        let reader = {
+            let (stop, tracker, reader_tid) = (stop.clone(), tracker.clone(), reader_tid.clone());
+            std::thread::Builder::new()
+                .name("xrb-trace".into())
+                .spawn(move || read_pipe(pipe, &stop, &tracker, &reader_tid))
+                .map_err(|e| TraceOff(format!("starting the reader: {e}")))
+        };
+        let reader = match reader {
+            Ok(r) => r,
+            Err(e) => {
+                let _ = knobs.restore();
+                return Err(e);
+            }
+        };
+        Ok(Tracer {
+            instance,
+            knobs,
+            stop,
+            tracker,
+            reader: Some(reader),
+            reader_tid,
+        })
+    }
+
+    /// Keeps the gaps of thread `tid` (see [`GapTracker::watch`]).
+    pub fn watch(&self, tid: u32, min_gap_ns: u64) {
+        if let Ok(mut t) = self.tracker.lock() {
+            t.watch(tid, min_gap_ns);
+        }
+    }
+
+    /// Stops recording, lets the reader drain what the kernel holds (at
+    /// normal priority now), removes the instance (and unmounts what we
+    /// mounted), and hands back what it kept.
+    pub fn finish(mut self) -> (GapTracker, TraceStatus, Result<(), String>) {
+        let _ = fs::write(self.instance.join("tracing_on"), "0");
+        if let Some(tid) = self.reader_tid.lock().ok().and_then(|t| *t) {
+            let param = libc::sched_param { sched_priority: 0 };
+            // SAFETY: plain syscall on our own reader thread.
+            unsafe { libc::sched_setscheduler(tid as libc::pid_t, libc::SCHED_OTHER, &param) };
+        }
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(r) = self.reader.take() {
+            let _ = r.join();
+        }
+        let restored = self.knobs.restore();
+        let tracker = std::mem::take(&mut *self.tracker.lock().unwrap_or_else(|p| p.into_inner()));
+        let status = TraceStatus {
+            state: "on".into(),
+            events: tracker.events,
+            lost: tracker.lost,
+        };
+        (tracker, status, restored)
+    }
+}
+
+impl Drop for Tracer {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(r) = self.reader.take() {
+            let _ = r.join();
+        }
+        // Knobs' own drop removes the instance and unmounts.
+    }
+}
+
+/// The reader thread: SCHED_IDLE, follows the pipe until told to stop,
+/// then drains it.
+fn read_pipe(
+    mut pipe: fs::File,
+    stop: &AtomicBool,
+    tracker: &Mutex<GapTracker>,
+    my_tid: &Mutex<Option<u32>>,
+) {
+    // SAFETY: plain syscalls on the calling thread.
+    unsafe {
+        let tid = libc::syscall(libc::SYS_gettid) as u32;
+        if let Ok(mut t) = my_tid.lock() {
+            *t = Some(tid);
+        }
+        let param = libc::sched_param { sched_priority: 0 };
+        libc::sched_setscheduler(0, libc::SCHED_IDLE, &param);
+    }
+    let mut buf = vec![0u8; 1 << 16];
+    let mut pending: Vec<u8> = Vec::new();
+    loop {
+        match pipe.read(&mut buf) {
+            Ok(0) => {}
+            Ok(n) => {
+                pending.extend_from_slice(&buf[..n]);
+                feed_lines(&mut pending, tracker);
+                continue;
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(_) => return,
+        }
+        // Empty: done once told to stop, else wait for more.
+        if stop.load(Ordering::Relaxed) {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Feeds every complete line of `pending` and keeps the partial tail.
+fn feed_lines(pending: &mut Vec<u8>, tracker: &Mutex<GapTracker>) {
+    let Some(last_nl) = pending.iter().rposition(|&b| b == b'\n') else {
+        return;
+    };
+    if let Ok(mut t) = tracker.lock() {
+        for line in pending[..last_nl].split(|&b| b == b'\n') {
+            if let Ok(s) = std::str::from_utf8(line) {
+                if let Some(e) = parse_line(s) {
+                    t.feed(&e);
+                }
+            }
+        }
+    }
+    pending.drain(..=last_nl);
+}
+
+/// Whether a trace instance of ours is at `path` (for tests).
+pub fn instance_exists(path: &Path) -> bool {
+    path.is_dir()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SW: &str = "            bash-7921    [001] d..2. 12541.289620: sched_switch: prev_comm=my task prev_pid=7921 prev_prio=120 prev_state=S ==> next_comm=hackbench next_pid=7923 next_prio=120";
+    const WK: &str = "            bash-7921    [001] dN.6. 12541.289617: sched_wakeup: comm=bash pid=7918 prio=120 target_cpu=001";
+
+    #[test]
+    fn parses_switch_wakeup_and_loss() {
+        match parse_line(SW).unwrap() {
+            Event::Switch {
+                cpu,
+                ts,
+                prev_comm,
+                prev_pid,
+                prev_runnable,
+                next_comm,
+                next_pid,
+                ..
+            } => {
+                assert_eq!((cpu, ts), (1, 12_541_289_620_000));
+                assert_eq!(
+                    (prev_comm, prev_pid, prev_runnable),
+                    ("my task", 7921, false)
+                );
+                assert_eq!((next_comm, next_pid), ("hackbench", 7923));
+            }
+            e => panic!("{e:?}"),
+        }
+        assert_eq!(
+            parse_line(WK),
+            Some(Event::Wakeup {
+                ts: 12_541_289_617_000,
+                pid: 7918,
+                target_cpu: 1
+            })
+        );
+        assert_eq!(parse_line("CPU:1 [LOST 42 EVENTS]"), Some(Event::Lost(42)));
+        assert_eq!(parse_line("# tracer: nop"), None);
+    }
+
+    fn sw(cpu: usize, ms: u64, prev: u32, runnable: bool, next: u32) -> Event<'static> {
+        Event::Switch {
+            cpu,
+            ts: ms * 1_000_000,
+            prev_comm: "p",
+            prev_pid: prev,
+            prev_prio: 120,
+            prev_runnable: runnable,
+            next_comm: "n",
+            next_pid: next,
+            next_prio: 9,
+        }
+    }
+
+    #[test]
+    fn a_gap_is_split_into_asleep_and_runnable_and_charged_to_who_ran() {
+        let mut t = GapTracker::default();
+        t.watch(10, 0);
+        t.feed(&sw(1, 100, 5, false, 10)); // audio runs
+        t.feed(&sw(1, 101, 10, false, 0)); // audio sleeps
+        t.feed(&sw(1, 102, 0, false, 66)); // hog starts
+        t.feed(&Event::Wakeup {
+            ts: 105_000_000,
+            pid: 10,
+            target_cpu: 1,
+        });
+        t.feed(&sw(1, 395, 66, false, 77)); // hog ends
+        t.feed(&sw(1, 396, 77, false, 10)); // audio runs
+        let a = t.account(10, 0, 400_000_000).unwrap();
+        assert_eq!(a.not_runnable_ms, 4.0);
+        assert_eq!(a.runnable_ms, 291.0);
+        assert_eq!(a.tasks[0].pid, 66);
+        assert_eq!(a.tasks[0].ms, 290.0);
+        assert_eq!(a.tasks[1].pid, 77);
+        assert_eq!(a.tasks[1].ms, 1.0);
+    }
+
+    #[test]
+    fn preempted_while_runnable_counts_as_runnable_from_the_switch() {
+        let mut t = GapTracker::default();
+        t.watch(10, 0);
+        t.feed(&sw(0, 1, 0, false, 10));
+        t.feed(&sw(0, 2, 10, true, 66));
+        t.feed(&sw(0, 12, 66, false, 10));
+        let a = t.account(10, 0, 20_000_000).unwrap();
+        assert_eq!((a.runnable_ms, a.not_runnable_ms), (10.0, 0.0));
+        assert_eq!(a.tasks[0].ms, 10.0);
+    }
+
+    #[test]
+    fn lost_events_mark_open_gaps_incomplete() {
+        let mut t = GapTracker::default();
+        t.watch(10, 0);
+        t.feed(&sw(0, 1, 10, true, 66));
+        t.feed(&Event::Lost(3));
+        t.feed(&sw(0, 5, 66, false, 10));
+        assert!(!t.account(10, 0, 10_000_000).unwrap().complete);
+        assert_eq!(t.lost, 3);
+    }
+}
