@@ -213,9 +213,9 @@ fn trial(
         Some(us) => Some(PmQosHold::hold(&machine.roots.pm_qos, us).map_err(failed)?),
         None => None,
     };
-    fault_injection_point()?;
     record.facts.governors = fingerprint::governors(&machine.roots.cpu);
     let mut side = Beside::start(spec, machine, &lock, stem)?;
+    fault_injection_point()?;
     let played = play_under_load(
         spec,
         stem,
@@ -266,8 +266,8 @@ fn trial(
 }
 
 /// Test hook: `XRUNBENCH_FAULT=panic` panics, `=error` fails and `=sleep`
-/// waits (until stopped) right after the knobs were applied, so tests can
-/// prove those paths restore them.
+/// waits (until stopped) right after the knobs were applied and the
+/// monitor and trace started, so tests can prove those paths restore them.
 fn fault_injection_point() -> Result<(), Stop> {
     match std::env::var("XRUNBENCH_FAULT").as_deref() {
         Ok("panic") => panic!("XRUNBENCH_FAULT=panic: injected panic after applying knobs"),
