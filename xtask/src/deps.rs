@@ -125,7 +125,10 @@ pub const APLAY: Group = Group {
 /// The reference load generator.
 pub const RT_TESTS: Group = Group {
     name: "reference load",
-    packages: &[pkg("rt-tests", "hackbench (/usr/bin/hackbench)")],
+    packages: &[pkg(
+        "rt-tests",
+        "hackbench and cyclictest (/usr/bin/hackbench, /usr/bin/cyclictest)",
+    )],
 };
 
 /// Essential packages (always installed on Debian), listed so that the
@@ -246,6 +249,11 @@ pub mod started {
     /// The reference load generator.
     pub const HACKBENCH: Program = Program {
         name: "hackbench",
+        package: "rt-tests",
+    };
+    /// The reference latency measurement.
+    pub const CYCLICTEST: Program = Program {
+        name: "cyclictest",
         package: "rt-tests",
     };
     /// Ends the test's CPU hog on time.
@@ -392,6 +400,14 @@ pub const BENCH_HACKBENCH: Needs = Needs {
     command: "bench hackbench",
     groups: &[&RT_TESTS],
     starts: &[&[started::HACKBENCH]],
+};
+
+/// `cargo xtask bench monitor`: our monitor (no system library) against
+/// rt-tests' cyclictest, idle and under its hackbench.
+pub const BENCH_MONITOR: Needs = Needs {
+    command: "bench monitor",
+    groups: &[&RT_TESTS],
+    starts: &[&[started::CYCLICTEST, started::HACKBENCH]],
 };
 
 /// `cargo xtask board build` with every option, on an x86_64 machine (the
@@ -749,6 +765,7 @@ mod tests {
         &RUN_SSH_PREBUILT,
         &BENCH_PLAYER,
         &BENCH_HACKBENCH,
+        &BENCH_MONITOR,
         &LINT,
         &TEST,
         &BOARD_BUILD,
@@ -1038,6 +1055,8 @@ mod tests {
             vec![&BENCH_PLAYER]
         } else if rel.starts_with("xtask/src/bench/hackbench") {
             vec![&BENCH_HACKBENCH]
+        } else if rel.starts_with("xtask/src/bench/monitor") {
+            vec![&BENCH_MONITOR]
         } else if rel == "xtask/src/board/qemu.rs" {
             // The emulator runs only in the suite's board stage.
             vec![&TEST]

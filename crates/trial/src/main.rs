@@ -48,6 +48,29 @@ enum Command {
     },
     /// Restore every knob a killed trial left changed (replays the journals).
     Restore,
+    /// The latency monitor alone, as cyclictest: one SCHED_FIFO thread per
+    /// CPU for SECONDS; prints its xrunbench monitor report (JSON).
+    Monitor {
+        /// How long, seconds.
+        #[arg(long, default_value_t = 30)]
+        duration: u64,
+        /// CPUs (default: every CPU this process may use).
+        #[arg(long)]
+        cpus: Option<xrunbench_schema::CpuList>,
+        /// SCHED_FIFO priority.
+        #[arg(long, default_value_t = 99, value_parser = clap::value_parser!(u8).range(1..=99))]
+        priority: u8,
+        /// Interval, µs.
+        #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u32).range(100..=1_000_000))]
+        interval_us: u32,
+        /// Spike threshold, µs.
+        #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u32).range(1..))]
+        threshold_us: u32,
+        /// Hold /dev/cpu_dma_latency at this many µs meanwhile (cyclictest
+        /// holds 0 unless given --laptop).
+        #[arg(long)]
+        pm_qos_us: Option<u32>,
+    },
     /// Print what this machine offers (xrunbench.probe/1 JSON).
     Probe,
     /// Check that specs can run here: every problem, one line each; exit 0
@@ -105,6 +128,23 @@ fn dispatch(cli: Cli) -> Result<u8> {
             trace,
         } => run_one(&spec, monitor, trace, RunOptions { machine, bin_dir }),
         Command::Restore => restore(&machine),
+        Command::Monitor {
+            duration,
+            cpus,
+            priority,
+            interval_us,
+            threshold_us,
+            pm_qos_us,
+        } => {
+            let spec = xrunbench_schema::monitor::MonitorSpec {
+                cpus,
+                priority,
+                interval_us,
+                threshold_us,
+                ..Default::default()
+            };
+            monitor_alone(&machine, &spec, duration, pm_qos_us)
+        }
         Command::Probe => {
             let p = probe::probe(&machine, &bin_dir);
             out(&to_json(&p)?).context("writing the probe to stdout")?;
@@ -223,5 +263,31 @@ fn check_specs(
         0
     } else {
         EXIT_FAILED
+    })
+}
+
+/// `xrun-trial monitor`: the monitor for `seconds`, its report on stdout.
+fn monitor_alone(
+    machine: &Machine,
+    spec: &xrunbench_schema::monitor::MonitorSpec,
+    seconds: u64,
+    pm_qos_us: Option<u32>,
+) -> Result<u8> {
+    signals::install().context("installing signal handlers")?;
+    let _hold = match pm_qos_us {
+        Some(us) => Some(xrunbench_trial::knobs::PmQosHold::hold(
+            &machine.roots.pm_qos,
+            us,
+        )?),
+        None => None,
+    };
+    let cpus = xrunbench_trial::monitor::cpus_to_measure(spec, None);
+    let mon = xrunbench_trial::monitor::Monitor::start(spec, &cpus)?;
+    signals::sleep_unless_stopped(std::time::Duration::from_secs(seconds));
+    let report = mon.stop();
+    out(&to_json(&report)?).context("writing the report to stdout")?;
+    Ok(match signals::stop_reason() {
+        Some(r) => r.exit_code(),
+        None => 0,
     })
 }

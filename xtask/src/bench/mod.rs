@@ -5,6 +5,7 @@
 //! behaviour, never speed.
 
 mod hackbench;
+mod monitor;
 mod player;
 pub mod stats;
 
@@ -29,6 +30,9 @@ pub enum What {
     /// time ratio with its 95 % interval and a matches/differs/undecided
     /// verdict; CPU time and context switches beside it.
     Hackbench(hackbench::Args),
+    /// Our latency monitor against rt-tests cyclictest, idle and under
+    /// hackbench -g 4: average and max, and ours/cyclictest of each.
+    Monitor(monitor::Args),
 }
 
 /// Installs what the chosen benchmark needs, then runs it.
@@ -36,6 +40,7 @@ pub fn run(args: &BenchArgs) -> Result<ExitCode> {
     let needs = match &args.what {
         What::Player(_) => &crate::deps::BENCH_PLAYER,
         What::Hackbench(_) => &crate::deps::BENCH_HACKBENCH,
+        What::Monitor(_) => &crate::deps::BENCH_MONITOR,
     };
     if let Err(e) = crate::deps::ensure(needs) {
         return Ok(e.report());
@@ -43,5 +48,6 @@ pub fn run(args: &BenchArgs) -> Result<ExitCode> {
     match &args.what {
         What::Player(a) => player::run(a),
         What::Hackbench(a) => hackbench::run(a),
+        What::Monitor(a) => monitor::run(a),
     }
 }

@@ -7,6 +7,7 @@
 
 pub mod export;
 pub mod metrics;
+pub mod sections;
 pub mod stats;
 pub mod table;
 
@@ -65,6 +66,7 @@ pub fn build(dirs: &[RunDir], kind: Significance, alpha: f64) -> Table {
     let merged = dirs.len() > 1;
     let mut columns = Vec::new();
     let mut samples: Samples = Vec::new();
+    let mut sections = sections::Sections::default();
     for d in dirs {
         for config in &d.configs {
             let trials = d.trials_of(config);
@@ -75,12 +77,14 @@ pub fn build(dirs: &[RunDir], kind: Significance, alpha: f64) -> Table {
             kernels.dedup();
             kernels.sort();
             kernels.dedup();
+            let name = if merged {
+                format!("{}/{config}", d.label)
+            } else {
+                config.clone()
+            };
+            sections::of_column(&name, &trials, &mut sections);
             columns.push(Column {
-                name: if merged {
-                    format!("{}/{config}", d.label)
-                } else {
-                    config.clone()
-                },
+                name,
                 group: merged.then(|| d.label.clone()),
                 config: config.clone(),
                 n: trials.len(),
@@ -99,6 +103,7 @@ pub fn build(dirs: &[RunDir], kind: Significance, alpha: f64) -> Table {
         columns,
         rows,
         footer: footer(dirs, kind, alpha),
+        sections,
     }
 }
 

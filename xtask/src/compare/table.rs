@@ -247,6 +247,9 @@ pub struct Table {
     pub rows: Vec<Row>,
     /// Footer facts.
     pub footer: Footer,
+    /// What goes under the table when the trials ran the monitor.
+    #[serde(skip_serializing_if = "super::sections::Sections::is_empty")]
+    pub sections: super::sections::Sections,
 }
 
 /// Per column, per metric, the trial values (possibly empty).

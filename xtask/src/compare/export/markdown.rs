@@ -45,6 +45,13 @@ impl Exporter for Markdown {
         for l in footer_lines(t) {
             let _ = writeln!(out, "- {}", escape(&l.replace("*x%*", "bold %")));
         }
+        if !t.sections.is_empty() {
+            out.push_str("\n```\n");
+            for l in t.sections.lines() {
+                let _ = writeln!(out, "{l}");
+            }
+            out.push_str("```\n");
+        }
         out
     }
 }

@@ -34,6 +34,12 @@ impl Exporter for Text {
                 let _ = writeln!(out, "{w}");
             }
         }
+        if !t.sections.is_empty() {
+            out.push('\n');
+            for l in t.sections.lines() {
+                let _ = writeln!(out, "{}", ascii(&l));
+            }
+        }
         out
     }
 }
