@@ -725,9 +725,9 @@ fn resolve_target(
         out.workdir = w.clone();
     }
     if let Some(a) = &t.arch {
-        let arches = crate::target::binaries::ARCHES;
-        if a != "auto" && !arches.contains(&a.as_str()) {
-            return Err(("arch", format!("`{a}` is not auto, {}", arches.join(", "))));
+        use crate::board::arch::Arch;
+        if a != "auto" && Arch::from_name(a).is_none() {
+            return Err(("arch", format!("`{a}` is not auto, {}", Arch::names())));
         }
         out.arch = a.clone();
     }
