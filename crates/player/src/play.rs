@@ -17,7 +17,7 @@ use xrunbench_schema::player::{
 use crate::clock::{self, frames_to_ns, ms, MonoNs};
 use crate::nearmiss::NearMiss;
 use crate::sink::{Sink, SinkError};
-use crate::wav::WavStream;
+use xrunbench_wav::WavStream;
 
 /// Periods read from the file at once.
 const READ_AHEAD_PERIODS: usize = 16;

@@ -6,7 +6,6 @@ use std::path::Path;
 
 use super::knobs::{self, PmQosHold, SysPaths};
 use super::scenario::{AudioSource, Config, Scenario};
-use super::wav;
 
 /// The scenario narrowed to what runs here, and why the rest does not.
 #[derive(Debug)]
@@ -121,9 +120,10 @@ fn check_wav(path: &Path) -> Result<(), String> {
     if !path.exists() {
         return Err(format!("{}: no such file", path.display()));
     }
-    wav::read_info(path)
+    // The player's own reader: its errors name the file and what was expected.
+    xrunbench_wav::WavStream::open(path)
         .map(drop)
-        .map_err(|e| format!("{}: not a playable WAV: {e:#}", path.display()))
+        .map_err(|e| e.to_string())
 }
 
 /// CPUs this process may run on (the player inherits the same mask).

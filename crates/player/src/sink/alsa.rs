@@ -14,7 +14,7 @@ use super::{
     BufferRequest, Setup, Sink, SinkError, StreamFormat, XrunStamp, DEFAULT_BUFFER_TIME_US,
 };
 use crate::clock;
-use crate::wav::SampleFormat;
+use xrunbench_schema::SampleFormat;
 
 /// Why a PCM could not be opened or configured.
 #[derive(Debug, thiserror::Error)]

@@ -44,8 +44,9 @@ use crate::convert::convert;
 use crate::nearmiss::NearMiss;
 use crate::play::StallSpec;
 use crate::ring::{self, Consumer, Producer};
-use crate::system::{self, CpuList, Priority};
-use crate::wav::SampleFormat;
+use crate::system;
+use xrunbench_schema::SampleFormat;
+use xrunbench_schema::{CpalHost, CpuList, Priority};
 
 /// A callback gap above this is an underrun: above the steady-state noise
 /// of every host measured (CI notes: < 1 ms; ≈ 7 ms on PulseAudio).
@@ -72,47 +73,18 @@ const EVENT_BYTES: usize = 48;
 /// count it): far more than the main thread lets pile up between polls.
 const EVENT_SLOTS: usize = 1024;
 
-/// cpal's hosts on Linux, as `--host` names them.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum HostChoice {
-    /// cpal's ALSA host (always built).
-    Alsa,
-    /// cpal's JACK host (cargo feature `cpal-jack`).
-    Jack,
-    /// cpal's PulseAudio host (cargo feature `cpal-pulseaudio`).
-    Pulseaudio,
-    /// cpal's PipeWire host (cargo feature `cpal-pipewire`).
-    Pipewire,
-}
-
-impl HostChoice {
-    /// The `--host` spelling.
-    pub fn name(self) -> &'static str {
-        match self {
-            HostChoice::Alsa => "alsa",
-            HostChoice::Jack => "jack",
-            HostChoice::Pulseaudio => "pulseaudio",
-            HostChoice::Pipewire => "pipewire",
-        }
-    }
-
-    /// cpal's id of the host, or the cargo feature this build lacks.
-    pub fn host_id(self) -> Result<cpal::HostId, &'static str> {
-        match self {
-            HostChoice::Alsa => Ok(cpal::HostId::Alsa),
-            #[cfg(feature = "cpal-jack")]
-            HostChoice::Jack => Ok(cpal::HostId::Jack),
-            #[cfg(not(feature = "cpal-jack"))]
-            HostChoice::Jack => Err("cpal-jack"),
-            #[cfg(feature = "cpal-pulseaudio")]
-            HostChoice::Pulseaudio => Ok(cpal::HostId::PulseAudio),
-            #[cfg(not(feature = "cpal-pulseaudio"))]
-            HostChoice::Pulseaudio => Err("cpal-pulseaudio"),
-            #[cfg(feature = "cpal-pipewire")]
-            HostChoice::Pipewire => Ok(cpal::HostId::PipeWire),
-            #[cfg(not(feature = "cpal-pipewire"))]
-            HostChoice::Pipewire => Err("cpal-pipewire"),
-        }
+/// cpal's id of `host`, or the cargo feature this build lacks for it.
+pub fn host_id(host: CpalHost) -> Result<cpal::HostId, &'static str> {
+    match host {
+        CpalHost::Alsa => Ok(cpal::HostId::Alsa),
+        #[cfg(feature = "cpal-jack")]
+        CpalHost::Jack => Ok(cpal::HostId::Jack),
+        #[cfg(feature = "cpal-pulseaudio")]
+        CpalHost::Pulseaudio => Ok(cpal::HostId::PulseAudio),
+        #[cfg(feature = "cpal-pipewire")]
+        CpalHost::Pipewire => Ok(cpal::HostId::PipeWire),
+        #[allow(unreachable_patterns)] // with every feature on
+        other => Err(other.player_feature().unwrap_or("?")),
     }
 }
 
@@ -143,7 +115,7 @@ pub enum CpalOpenError {
 #[derive(Debug, Clone)]
 pub struct CpalOptions {
     /// Which host.
-    pub host: HostChoice,
+    pub host: CpalHost,
     /// Device name (`-D`): `default`, or a device's id or name as
     /// `--list-devices` shows them.
     pub device: String,
@@ -801,14 +773,11 @@ impl CpalSink {
         fmt: StreamFormat,
         req: &BufferRequest,
     ) -> Result<CpalSink, CpalOpenError> {
-        let hname = opts.host.name();
-        let id = opts
-            .host
-            .host_id()
-            .map_err(|feature| CpalOpenError::NotBuilt {
-                host: hname,
-                feature,
-            })?;
+        let hname = opts.host.as_str();
+        let id = host_id(opts.host).map_err(|feature| CpalOpenError::NotBuilt {
+            host: hname,
+            feature,
+        })?;
         let fail = |what: String| CpalOpenError::Device {
             host: hname,
             device: opts.device.clone(),
@@ -819,7 +788,7 @@ impl CpalSink {
         let (buffer_req, _) = resolve_frames(req, fmt.rate);
         let mut choice =
             choose_config(&device, fmt, requested_period(req, fmt.rate)).map_err(fail)?;
-        if opts.host == HostChoice::Alsa {
+        if opts.host == CpalHost::Alsa {
             let (dev_id, _) = device_names(&device);
             if let Some(p) = alsa_granted_period(&dev_id, fmt, choice.format, choice.period) {
                 if p != choice.period {
@@ -1221,18 +1190,13 @@ impl Drop for CpalSink {
 /// configurations (`xrun-player --list-devices`).
 pub fn list_devices() -> String {
     let mut s = String::new();
-    for choice in [
-        HostChoice::Alsa,
-        HostChoice::Jack,
-        HostChoice::Pulseaudio,
-        HostChoice::Pipewire,
-    ] {
-        let id = match choice.host_id() {
+    for choice in CpalHost::ALL {
+        let id = match host_id(choice) {
             Ok(id) => id,
             Err(feature) => {
                 s += &format!(
                     "host {}: not built (cargo feature {feature})\n",
-                    choice.name()
+                    choice.as_str()
                 );
                 continue;
             }
@@ -1240,11 +1204,11 @@ pub fn list_devices() -> String {
         let host = match cpal::host_from_id(id) {
             Ok(h) => h,
             Err(e) => {
-                s += &format!("host {}: unavailable: {e}\n", choice.name());
+                s += &format!("host {}: unavailable: {e}\n", choice.as_str());
                 continue;
             }
         };
-        s += &format!("host {}:\n", choice.name());
+        s += &format!("host {}:\n", choice.as_str());
         let devices = match host.output_devices() {
             Ok(d) => d,
             Err(e) => {

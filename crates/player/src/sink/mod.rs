@@ -12,7 +12,7 @@ use xrunbench_schema::player::{HostErrorCount, SelftestStall, Underrun};
 
 use crate::clock::MonoNs;
 use crate::nearmiss::NearMiss;
-use crate::wav::SampleFormat;
+use xrunbench_schema::SampleFormat;
 
 /// Buffer and period as the user asked for them (aplay's options).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

@@ -230,7 +230,7 @@ impl VirtualPcm {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::wav::SampleFormat;
+    use xrunbench_schema::SampleFormat;
 
     fn pcm(buffer_us: u32, period_us: u32) -> VirtualPcm {
         VirtualPcm::open(
