@@ -7,7 +7,7 @@
 
 use std::mem::ManuallyDrop;
 
-use alsa::pcm::{Access, Format, HwParams, State, TstampType, IO, PCM};
+use alsa::pcm::{Access, Format, Frames, HwParams, State, TstampType, IO, PCM};
 use alsa::{Direction, ValueOr};
 
 use super::{
@@ -108,6 +108,13 @@ impl AlsaSink {
         // On a card (hw:, plughw:) the kernel stamps the underrun; ioplug
         // servers (jack, pulse, pipewire) report card -1 and do not.
         let hardware = pcm.info().map(|i| i.get_card() >= 0).unwrap_or(false);
+        let mut notes = Vec::new();
+        if hardware && !super::alsa_time::timestamps_are_safe() {
+            notes.push(format!(
+                "the kernel's underrun timestamps are not read: {}; the player's own clock times underruns",
+                super::alsa_time::mismatch()
+            ));
+        }
         let setup = Setup {
             backend: "alsa",
             device: device.to_string(),
@@ -119,7 +126,7 @@ impl AlsaSink {
             period_frames,
             start_threshold: start,
             stop_threshold: stop,
-            notes: Vec::new(),
+            notes,
         };
         let pcm = Box::into_raw(Box::new(pcm));
         // SAFETY: `pcm` stays allocated until Drop, which drops `io` first.
@@ -251,13 +258,28 @@ fn configure_hw(
             format!("cannot read back parameters: {}", describe_errno(&e)),
         )
     })?;
-    let buffer = cur
-        .get_buffer_size()
-        .map_err(|_| err(device, "no buffer size"))? as u64;
-    let period = cur
-        .get_period_size()
-        .map_err(|_| err(device, "no period size"))? as u64;
+    let size = |got: alsa::Result<Frames>, what: &str| {
+        got.ok()
+            .and_then(|n| u64::try_from(n).ok())
+            .ok_or_else(|| err(device, format!("no {what} size")))
+    };
+    let buffer = size(cur.get_buffer_size(), "buffer")?;
+    let period = size(cur.get_period_size(), "period")?;
     Ok((buffer, period))
+}
+
+/// `n` frames as ALSA's frame count, which is a C `long`: 32 bits on
+/// armv7, where a count above 2^31 - 1 is refused rather than wrapped.
+fn frames(n: u64, device: &str, what: &str) -> Result<Frames, OpenError> {
+    Frames::try_from(n).map_err(|_| {
+        err(
+            device,
+            format!(
+                "{what}: {n} frames, expected at most {} on this platform",
+                Frames::MAX
+            ),
+        )
+    })
 }
 
 fn list_or_none(v: &[String]) -> String {
@@ -289,13 +311,16 @@ fn set_buffer_and_period(
     ) {
         (Some(us), _, _, _) => hwp.set_period_time_near(us, ValueOr::Nearest).map(|_| ()),
         (None, Some(f), _, _) => hwp
-            .set_period_size_near(f as i64, ValueOr::Nearest)
+            .set_period_size_near(frames(f, device, "--period-size")?, ValueOr::Nearest)
             .map(|_| ()),
         (None, None, Some(bt), _) => hwp
             .set_period_time_near(bt / 4, ValueOr::Nearest)
             .map(|_| ()),
         (None, None, None, Some(bf)) => hwp
-            .set_period_size_near(bf as i64 / 4, ValueOr::Nearest)
+            .set_period_size_near(
+                frames(bf / 4, device, "--buffer-size / 4")?,
+                ValueOr::Nearest,
+            )
             .map(|_| ()),
         (None, None, None, None) => Ok(()),
     };
@@ -306,7 +331,9 @@ fn set_buffer_and_period(
         )
     })?;
     let buffer_result = match (req.buffer_frames, buffer_time) {
-        (Some(f), _) => hwp.set_buffer_size_near(f as i64).map(|_| ()),
+        (Some(f), _) => hwp
+            .set_buffer_size_near(frames(f, device, "--buffer-size")?)
+            .map(|_| ()),
         (None, Some(us)) => hwp.set_buffer_time_near(us, ValueOr::Nearest).map(|_| ()),
         (None, None) => Ok(()),
     };
@@ -333,9 +360,13 @@ fn configure_sw(
     let set = |r: alsa::Result<()>, what: &str| {
         r.map_err(|e| err(device, format!("cannot set {what}: {}", describe_errno(&e))))
     };
-    set(swp.set_avail_min(period as i64), "avail_min")?;
-    set(swp.set_start_threshold(buffer as i64), "start_threshold")?;
-    set(swp.set_stop_threshold(buffer as i64), "stop_threshold")?;
+    set(
+        swp.set_avail_min(frames(period, device, "the period")?),
+        "avail_min",
+    )?;
+    let buffer_frames = frames(buffer, device, "the buffer")?;
+    set(swp.set_start_threshold(buffer_frames), "start_threshold")?;
+    set(swp.set_stop_threshold(buffer_frames), "stop_threshold")?;
     // Timestamps are a nicety: a PCM that refuses them still plays, and
     // the player's own clock covers it.
     let _ = swp.set_tstamp_mode(true);
@@ -370,9 +401,11 @@ impl Sink for AlsaSink {
         }
     }
 
+    // Frames is a C long: i32 on armv7, so the conversion is not useless there.
+    #[allow(clippy::useless_conversion)]
     fn delay(&mut self) -> Option<i64> {
         // The pulse plugin answers EIO right after prepare: unknown, not fatal.
-        self.pcm().delay().ok()
+        self.pcm().delay().ok().map(i64::from)
     }
 
     fn is_running(&mut self) -> bool {
@@ -380,9 +413,11 @@ impl Sink for AlsaSink {
     }
 
     fn xrun_stamp(&mut self) -> XrunStamp {
-        if !self.setup.hardware {
+        if !self.setup.hardware || !super::alsa_time::timestamps_are_safe() {
             // ioplug PCMs stamp the trigger only at start/stop, never at the
-            // underrun (see CI notes): their figure would be garbage.
+            // underrun (see CI notes): their figure would be garbage. And
+            // where libasound's timespec is not ours, reading it would
+            // write past the variable (see `alsa_time`).
             return XrunStamp { stopped_at: None };
         }
         let stopped_at = self

@@ -5,6 +5,7 @@
 //! own state, so every backend gets the same figures.
 
 pub mod alsa;
+pub mod alsa_time;
 pub mod cpal_sink;
 pub mod virtual_pcm;
 
