@@ -5,9 +5,7 @@
 //! MONOTONIC trigger timestamps so that a hardware PCM's own stamp of the
 //! underrun compares with our clock.
 
-use std::mem::ManuallyDrop;
-
-use alsa::pcm::{Access, Format, Frames, HwParams, State, TstampType, IO, PCM};
+use alsa::pcm::{Access, Format, Frames, HwParams, State, TstampType, PCM};
 use alsa::{Direction, ValueOr};
 
 use super::{
@@ -28,11 +26,7 @@ pub struct OpenError {
 
 /// An ALSA playback PCM.
 pub struct AlsaSink {
-    // `io` borrows the PCM that `pcm` owns: alsa-rs hands out exactly one IO
-    // object per PCM, so the two live together and are dropped in order
-    // (io first, then the PCM) by our Drop.
-    io: ManuallyDrop<IO<'static, u8>>,
-    pcm: *mut PCM,
+    pcm: PCM,
     setup: Setup,
 }
 
@@ -128,29 +122,7 @@ impl AlsaSink {
             stop_threshold: stop,
             notes,
         };
-        let pcm = Box::into_raw(Box::new(pcm));
-        // SAFETY: `pcm` stays allocated until Drop, which drops `io` first.
-        let io = unsafe { (*pcm).io_bytes() };
-        Ok(AlsaSink {
-            io: ManuallyDrop::new(io),
-            pcm,
-            setup,
-        })
-    }
-
-    fn pcm(&self) -> &PCM {
-        // SAFETY: allocated in `open`, freed only in Drop.
-        unsafe { &*self.pcm }
-    }
-}
-
-impl Drop for AlsaSink {
-    fn drop(&mut self) {
-        // SAFETY: io borrows *pcm, so it goes first; pcm came from Box::into_raw.
-        unsafe {
-            ManuallyDrop::drop(&mut self.io);
-            drop(Box::from_raw(self.pcm));
-        }
+        Ok(AlsaSink { pcm, setup })
     }
 }
 
@@ -390,11 +362,13 @@ impl Sink for AlsaSink {
     }
 
     fn wait(&mut self) -> Result<(), SinkError> {
-        self.pcm().wait(None).map(|_| ()).map_err(classify)
+        self.pcm.wait(None).map(|_| ()).map_err(classify)
     }
 
     fn write(&mut self, data: &[u8]) -> Result<usize, SinkError> {
-        match self.io.writei(data) {
+        // alsa-rs's IO is a borrow of the PCM and a flag: taking it for
+        // each write costs nothing and keeps the sink free of self-borrows.
+        match self.pcm.io_bytes().writei(data) {
             Ok(n) => Ok(n),
             Err(e) if e.errno() == libc::EAGAIN => Ok(0),
             Err(e) => Err(classify(e)),
@@ -405,11 +379,11 @@ impl Sink for AlsaSink {
     #[allow(clippy::useless_conversion)]
     fn delay(&mut self) -> Option<i64> {
         // The pulse plugin answers EIO right after prepare: unknown, not fatal.
-        self.pcm().delay().ok().map(i64::from)
+        self.pcm.delay().ok().map(i64::from)
     }
 
     fn is_running(&mut self) -> bool {
-        matches!(self.pcm().state(), State::Running | State::Draining)
+        matches!(self.pcm.state(), State::Running | State::Draining)
     }
 
     fn xrun_stamp(&mut self) -> XrunStamp {
@@ -421,7 +395,7 @@ impl Sink for AlsaSink {
             return XrunStamp { stopped_at: None };
         }
         let stopped_at = self
-            .pcm()
+            .pcm
             .status()
             .ok()
             .filter(|s| s.get_state() == State::XRun)
@@ -431,19 +405,19 @@ impl Sink for AlsaSink {
     }
 
     fn recover(&mut self) -> Result<(), SinkError> {
-        self.pcm().prepare().map_err(classify)
+        self.pcm.prepare().map_err(classify)
     }
 
     fn finish(&mut self, immediately: bool) -> Result<(), SinkError> {
         if immediately {
-            return self.pcm().drop().map_err(classify);
+            return self.pcm.drop().map_err(classify);
         }
-        match self.pcm().drain() {
+        match self.pcm.drain() {
             Ok(()) => Ok(()),
             // An underrun during drain, or a signal: nothing left to play.
             Err(e) if e.errno() == libc::EPIPE => Ok(()),
             Err(e) => {
-                let _ = self.pcm().drop();
+                let _ = self.pcm.drop();
                 Err(classify(e))
             }
         }
@@ -454,7 +428,7 @@ impl Sink for AlsaSink {
             Ok(o) => o,
             Err(_) => return String::new(),
         };
-        if self.pcm().dump(&mut out).is_err() {
+        if self.pcm.dump(&mut out).is_err() {
             return String::new();
         }
         out.to_string()
