@@ -5,17 +5,25 @@
 //! This crate runs on the boards under test (aarch64, armv7): it depends on
 //! nothing host-only.
 
+//!
+//! The library is the binary's body and what its tests reach: [`cli::Cli`],
+//! [`run`], [`list_devices`], and two facts the tests ask about the
+//! machine. Everything else is private to the crate.
+
 pub mod cli;
-pub mod clock;
-pub mod convert;
-pub mod nearmiss;
-pub mod play;
-pub mod report;
-pub mod ring;
-pub mod signals;
-pub mod sink;
-pub mod system;
-pub mod tmpfs;
+mod clock;
+mod convert;
+mod nearmiss;
+mod play;
+mod report;
+mod ring;
+mod signals;
+mod sink;
+mod system;
+mod tmpfs;
+
+pub use sink::cpal_sink::list_devices;
+pub use tmpfs::is_on_tmpfs;
 
 use std::path::{Path, PathBuf};
 
