@@ -28,7 +28,7 @@ pub use tmpfs::is_on_tmpfs;
 use std::path::{Path, PathBuf};
 
 use xrunbench_schema::player::{EndReason, FileInfo, PlayerReport, ProcessInfo};
-use xrunbench_schema::{Backend, CpalHost, Priority};
+use xrunbench_schema::{Backend, Priority};
 use xrunbench_wav::WavStream;
 
 use cli::Cli;
@@ -144,14 +144,6 @@ fn open_sink(cli: &Cli, choice: Backend, fmt: StreamFormat) -> Result<Box<dyn Si
     match choice {
         Backend::Virtual => Ok(Box::new(sink::virtual_pcm::VirtualPcm::open(fmt, &req))),
         Backend::Cpal => {
-            if cli.host == CpalHost::Alsa && !sink::alsa_time::timestamps_are_safe() {
-                // cpal's ALSA host reads the PCM's timestamps through the
-                // alsa crate at every callback: no guarding it from here.
-                return Err(PlayerError::Device(format!(
-                    "cpal host alsa refused: {}; use --backend alsa",
-                    sink::alsa_time::mismatch()
-                )));
-            }
             let opts = sink::cpal_sink::CpalOptions {
                 host: cli.host,
                 device: cli.device.clone(),
