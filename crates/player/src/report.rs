@@ -45,15 +45,7 @@ pub fn negotiated(setup: &Setup, backend_choice: &str) -> Negotiated {
         period_us: us(setup.period_frames),
         start_threshold: setup.start_threshold,
         stop_threshold: setup.stop_threshold,
-        underrun_clock: if setup.backend == "virtual" {
-            ClockSource::Virtual
-        } else if setup.backend == "cpal" {
-            ClockSource::Cpal
-        } else if setup.hardware {
-            ClockSource::Kernel
-        } else {
-            ClockSource::Player
-        },
+        underrun_clock: setup.clock,
         notes: setup.notes.clone(),
     }
 }

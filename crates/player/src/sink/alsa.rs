@@ -12,7 +12,8 @@ use super::{
     BufferRequest, Setup, Sink, SinkError, StreamFormat, XrunStamp, DEFAULT_BUFFER_TIME_US,
 };
 use crate::clock;
-use xrunbench_schema::SampleFormat;
+use xrunbench_schema::player::ClockSource;
+use xrunbench_schema::{Backend, SampleFormat};
 
 /// Why a PCM could not be opened or configured.
 #[derive(Debug, thiserror::Error)]
@@ -103,16 +104,22 @@ impl AlsaSink {
         // servers (jack, pulse, pipewire) report card -1 and do not.
         let hardware = pcm.info().map(|i| i.get_card() >= 0).unwrap_or(false);
         let mut notes = Vec::new();
-        if hardware && !super::alsa_time::timestamps_are_safe() {
-            notes.push(format!(
-                "the kernel's underrun timestamps are not read: {}; the player's own clock times underruns",
-                super::alsa_time::mismatch()
-            ));
-        }
+        let clock = match (hardware, super::alsa_time::timestamps_are_safe()) {
+            (true, true) => ClockSource::Kernel,
+            (true, false) => {
+                notes.push(format!(
+                    "the kernel's underrun timestamps are not read: {}; the player's own clock times underruns",
+                    super::alsa_time::mismatch()
+                ));
+                ClockSource::Player
+            }
+            (false, _) => ClockSource::Player,
+        };
         let setup = Setup {
-            backend: "alsa",
+            backend: Backend::Alsa,
             device: device.to_string(),
             hardware,
+            clock,
             format: fmt.format,
             rate: fmt.rate,
             channels: fmt.channels as u32,
@@ -387,7 +394,7 @@ impl Sink for AlsaSink {
     }
 
     fn xrun_stamp(&mut self) -> XrunStamp {
-        if !self.setup.hardware || !super::alsa_time::timestamps_are_safe() {
+        if self.setup.clock != ClockSource::Kernel {
             // ioplug PCMs stamp the trigger only at start/stop, never at the
             // underrun (see CI notes): their figure would be garbage. And
             // where libasound's timespec is not ours, reading it would

@@ -8,8 +8,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use cpal::traits::{DeviceTrait, StreamTrait};
-use xrunbench_schema::player::Underrun;
-use xrunbench_schema::{CpuList, Priority, SampleFormat};
+use xrunbench_schema::player::{ClockSource, Underrun};
+use xrunbench_schema::{Backend, CpuList, Priority, SampleFormat};
 
 use super::callback::{CallbackStats, Feeder, Shared, NOT_YET};
 use super::config::{self, Choice};
@@ -112,9 +112,10 @@ impl CpalSink {
         );
         let name = if dev_id.is_empty() { dev_name } else { dev_id };
         let setup = Setup {
-            backend: "cpal",
+            backend: Backend::Cpal,
             device: format!("{}/{name}", opts.host),
             hardware: false,
+            clock: ClockSource::Cpal,
             format: choice.format,
             rate: fmt.rate,
             channels: u32::from(fmt.channels),
