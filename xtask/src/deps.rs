@@ -1,48 +1,575 @@
-//! The Debian packages the suite and the benchmarks need, installed on
-//! demand: with apt-get when we are root, else by printing the exact
-//! command for the user to run.
+//! The Debian packages each command needs, installed on demand: with
+//! apt-get when we are root, else by printing the exact command for the
+//! user to run (and exiting 2).
+//!
+//! The packages live in named [`Group`]s, each package once with its
+//! reason; a command's [`Needs`] composes the groups it needs and names the
+//! programs it starts, and the unit tests check that every such program
+//! (and every program `crates/soundserver` can start) is installed by the
+//! command that starts it.
 
-use std::process::{Command, Stdio};
+use std::path::PathBuf;
+use std::process::{Command, ExitCode, Stdio};
 
-use anyhow::{bail, Result};
+use xrunbench_soundserver::{
+    programs, JackServer, PipeWireServer, Program, PulseServer, TestBoard,
+};
 
+use crate::board::arch::Arch;
 use crate::util::{is_root, run_checked};
 
-/// What the test suite needs, and why.
-pub const TEST_PACKAGES: &[(&str, &str)] = &[
-    ("pkg-config", "finds libasound for the alsa crate"),
-    ("libasound2-dev", "the alsa crate links libasound"),
-    ("alsa-utils", "aplay, the reference player"),
-    (
-        "jackd2",
-        "a real clocked PCM without a sound card (JACK dummy backend)",
-    ),
-    ("libasound2-plugins", "the ALSA `jack` PCM plugin"),
-    (
-        "libjack-jackd2-dev",
-        "cpal's JACK host links libjack (player feature cpal-jack)",
-    ),
-    (
-        "pulseaudio",
-        "a null-sink PulseAudio server for cpal's PulseAudio host",
-    ),
-    (
-        "pulseaudio-utils",
-        "pactl and the keepalive pacat for that server",
-    ),
-    (
-        "libpipewire-0.3-dev",
-        "cpal's PipeWire host links libpipewire (player feature cpal-pipewire)",
-    ),
-    (
-        "libspa-0.2-dev",
-        "headers the PipeWire bindings are generated from",
-    ),
-    ("clang", "bindgen for the PipeWire bindings"),
-    ("libclang-dev", "bindgen for the PipeWire bindings"),
-    ("rt-tests", "hackbench, the reference load generator"),
-    ("util-linux", "taskset and chrt for scheduling stalls"),
-];
+/// A Debian (12) package, and why we need it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Package {
+    /// Package name.
+    pub name: &'static str,
+    /// What needs it.
+    pub why: &'static str,
+}
+
+/// Packages needed for one purpose.
+#[derive(Debug)]
+pub struct Group {
+    /// What the group is for (printed when it is installed).
+    pub name: &'static str,
+    /// Its packages.
+    pub packages: &'static [Package],
+}
+
+const fn pkg(name: &'static str, why: &'static str) -> Package {
+    Package { name, why }
+}
+
+/// Building the board binaries: the player links libasound (alsa-sys finds
+/// it with pkg-config); hackbench needs no system library.
+pub const BUILD: Group = Group {
+    name: "build",
+    packages: &[
+        pkg("pkg-config", "alsa-sys finds libasound with it"),
+        pkg("libasound2-dev", "xrun-player links libasound (alsa crate)"),
+    ],
+};
+
+/// Running a prebuilt xrun-player (`--bin-dir`): its one shared library.
+pub const PLAYER_RUNTIME: Group = Group {
+    name: "player runtime",
+    packages: &[pkg("libasound2", "xrun-player links libasound.so.2")],
+};
+
+/// Building the player's cpal hosts (all player features): what the
+/// `jack-sys` and `pipewire-sys`/`libspa-sys` build scripts look for.
+pub const CPAL_HOSTS: Group = Group {
+    name: "cpal host headers",
+    packages: &[
+        pkg(
+            "libjack-jackd2-dev",
+            "jack-sys (player feature cpal-jack) finds jack.pc",
+        ),
+        pkg(
+            "libpipewire-0.3-dev",
+            "pipewire-sys (player feature cpal-pipewire) binds libpipewire",
+        ),
+        pkg(
+            "libspa-0.2-dev",
+            "headers the PipeWire bindings are generated from",
+        ),
+        pkg("clang", "bindgen finds the system headers with it"),
+        pkg("libclang-dev", "bindgen parses the PipeWire headers"),
+    ],
+};
+
+/// A real clocked ALSA PCM without a sound card: a JACK dummy server and
+/// alsa-lib's `jack` plugin (`plug:jack`).
+pub const JACK_PCM: Group = Group {
+    name: "JACK test PCM",
+    packages: &[
+        pkg("jackd2", "jackd (dummy backend) and jack_lsp"),
+        pkg("libasound2-plugins", "the ALSA `jack` PCM plugin"),
+    ],
+};
+
+/// A null-sink PulseAudio server for cpal's PulseAudio host.
+pub const PULSEAUDIO: Group = Group {
+    name: "PulseAudio",
+    packages: &[
+        pkg("pulseaudio", "the null-sink server"),
+        pkg(
+            "pulseaudio-utils",
+            "pactl (readiness) and the keepalive pacat",
+        ),
+    ],
+};
+
+/// A PipeWire server with a null sink for cpal's PipeWire host. Not
+/// `pipewire-alsa` nor `pipewire-pulse`: they conflict with `pulseaudio`
+/// on Debian 12, and nothing routes ALSA or Pulse clients through
+/// PipeWire here.
+pub const PIPEWIRE: Group = Group {
+    name: "PipeWire",
+    packages: &[
+        pkg("pipewire-bin", "the pipewire server and pw-cli"),
+        pkg("wireplumber", "links streams to the null sink"),
+        pkg(
+            "dbus-daemon",
+            "dbus-run-session: WirePlumber's private session bus",
+        ),
+    ],
+};
+
+/// The reference player the benchmarks and tests compare with.
+pub const APLAY: Group = Group {
+    name: "reference player",
+    packages: &[pkg("alsa-utils", "aplay")],
+};
+
+/// The reference load generator.
+pub const RT_TESTS: Group = Group {
+    name: "reference load",
+    packages: &[pkg("rt-tests", "hackbench (/usr/bin/hackbench)")],
+};
+
+/// Essential packages (always installed on Debian), listed so that the
+/// programs started from them are tied to an install list like any other.
+pub const BASE: Group = Group {
+    name: "base tools",
+    packages: &[
+        pkg(
+            "util-linux",
+            "taskset and chrt (pinning, real-time priority)",
+        ),
+        pkg("coreutils", "timeout and sleep"),
+        pkg("dash", "sh"),
+    ],
+};
+
+/// The OpenSSH client: a board's connection (the user's own client, config
+/// and agent).
+pub const SSH_CLIENT: Group = Group {
+    name: "SSH client",
+    packages: &[pkg(
+        "openssh-client",
+        "ssh: the board's connection; ssh-keygen: the test board's keys",
+    )],
+};
+
+/// The test board: a private sshd on 127.0.0.1 (the system's is never
+/// started).
+pub const SSH_SERVER: Group = Group {
+    name: "SSH test board",
+    packages: &[pkg("openssh-server", "sshd: the tests' SSH board")],
+};
+
+/// Git, which the bisect test drives.
+pub const GIT: Group = Group {
+    name: "git",
+    packages: &[pkg("git", "the bisect test runs `git bisect run`")],
+};
+
+/// Cross-linking the board binaries for aarch64: rustc links with the C
+/// cross compiler, against its C runtime.
+pub const CROSS_AARCH64: Group = Group {
+    name: "aarch64 cross toolchain",
+    packages: &[
+        pkg(
+            "gcc-aarch64-linux-gnu",
+            "aarch64-linux-gnu-gcc links aarch64-unknown-linux-gnu",
+        ),
+        pkg(
+            "libc6-dev-arm64-cross",
+            "the aarch64 C runtime and glibc it links against",
+        ),
+    ],
+};
+
+/// Cross-linking the board binaries for armv7 (32-bit, hard float).
+pub const CROSS_ARMV7: Group = Group {
+    name: "armv7 cross toolchain",
+    packages: &[
+        pkg(
+            "gcc-arm-linux-gnueabihf",
+            "arm-linux-gnueabihf-gcc links armv7-unknown-linux-gnueabihf",
+        ),
+        pkg(
+            "libc6-dev-armhf-cross",
+            "the armv7 C runtime and glibc it links against",
+        ),
+    ],
+};
+
+/// The board's own libraries, fetched into a private sysroot through a
+/// private apt state (the machine's apt configuration is not changed).
+pub const BOARD_SYSROOT: Group = Group {
+    name: "board sysroot",
+    packages: &[
+        pkg(
+            "apt",
+            "apt-get download, apt-cache (private state), apt-config (the machine's proxy)",
+        ),
+        pkg(
+            "dpkg",
+            "dpkg -x unpacks the board's packages into the sysroot",
+        ),
+    ],
+};
+
+/// Running board binaries on this machine, for function (never timing).
+pub const QEMU_USER: Group = Group {
+    name: "qemu-user",
+    packages: &[pkg(
+        "qemu-user",
+        "qemu-aarch64 and qemu-arm run the board binaries and their unit tests",
+    )],
+};
+
+/// `board build --glibc`: cargo-zigbuild and zig, from pip, in a private
+/// Python environment.
+pub const ZIGBUILD: Group = Group {
+    name: "older-glibc build",
+    packages: &[
+        pkg("python3-minimal", "python3 makes the private environment"),
+        pkg(
+            "python3-venv",
+            "python3 -m venv with pip, for pip's ziglang and cargo-zigbuild",
+        ),
+    ],
+};
+
+/// Programs started outside `crates/soundserver`, with their packages.
+pub mod started {
+    use xrunbench_soundserver::Program;
+
+    /// The reference player.
+    pub const APLAY: Program = Program {
+        name: "aplay",
+        package: "alsa-utils",
+    };
+    /// The reference load generator.
+    pub const HACKBENCH: Program = Program {
+        name: "hackbench",
+        package: "rt-tests",
+    };
+    /// Ends the test's CPU hog on time.
+    pub const TIMEOUT: Program = Program {
+        name: "timeout",
+        package: "coreutils",
+    };
+    /// The bisect test's `git bisect run`.
+    pub const GIT: Program = Program {
+        name: "git",
+        package: "git",
+    };
+    /// Unpacks the board's packages into the sysroot.
+    pub const DPKG: Program = Program {
+        name: "dpkg",
+        package: "dpkg",
+    };
+    /// Reads the machine's apt proxy settings.
+    pub const APT_CONFIG: Program = Program {
+        name: "apt-config",
+        package: "apt",
+    };
+    /// Tells a real package from a virtual one in the private apt state.
+    pub const APT_CACHE: Program = Program {
+        name: "apt-cache",
+        package: "apt",
+    };
+    /// The linker rustc runs for aarch64.
+    pub const AARCH64_GCC: Program = Program {
+        name: "aarch64-linux-gnu-gcc",
+        package: "gcc-aarch64-linux-gnu",
+    };
+    /// The linker rustc runs for armv7.
+    pub const ARMV7_GCC: Program = Program {
+        name: "arm-linux-gnueabihf-gcc",
+        package: "gcc-arm-linux-gnueabihf",
+    };
+    /// Makes the private Python environment for `board build --glibc`.
+    pub const PYTHON3: Program = Program {
+        name: "python3",
+        package: "python3-minimal",
+    };
+    /// Runs aarch64 board binaries.
+    pub const QEMU_AARCH64: Program = Program {
+        name: "qemu-aarch64",
+        package: "qemu-user",
+    };
+    /// Runs armv7 board binaries.
+    pub const QEMU_ARM: Program = Program {
+        name: "qemu-arm",
+        package: "qemu-user",
+    };
+}
+
+/// What one command installs before it starts, and what it starts.
+#[derive(Debug)]
+pub struct Needs {
+    /// The command, as the user types it after `cargo xtask` (for the
+    /// unit tests' messages).
+    #[cfg_attr(not(test), allow(dead_code))]
+    pub command: &'static str,
+    /// The groups it installs.
+    pub groups: &'static [&'static Group],
+    /// The programs it (or a test it runs) starts, by table; each one's
+    /// package must be in `groups`. Read by the unit tests only: they are
+    /// what keeps the lists from drifting.
+    #[cfg_attr(not(test), allow(dead_code))]
+    pub starts: &'static [&'static [Program]],
+}
+
+impl Needs {
+    /// Its packages, each once, in group order.
+    #[cfg_attr(not(test), allow(dead_code))]
+    pub fn packages(&self) -> Vec<&'static Package> {
+        packages_of(self.groups)
+    }
+}
+
+/// The packages of `groups`, each once, in group order.
+fn packages_of(groups: &[&'static Group]) -> Vec<&'static Package> {
+    let mut out: Vec<&'static Package> = Vec::new();
+    for p in groups.iter().flat_map(|g| g.packages) {
+        if !out.iter().any(|q| q.name == p.name) {
+            out.push(p);
+        }
+    }
+    out
+}
+
+/// `cargo xtask run` and `bisect`: build the player and hackbench, then run
+/// them (the scenario's backends are built into the player).
+pub const RUN: Needs = Needs {
+    command: "run",
+    groups: &[&BUILD],
+    starts: &[],
+};
+
+/// `cargo xtask run` and `bisect` with `--bin-dir`: nothing is built.
+pub const RUN_PREBUILT: Needs = Needs {
+    command: "run --bin-dir",
+    groups: &[&PLAYER_RUNTIME],
+    starts: &[],
+};
+
+/// `run`, `bisect`, `restore` and `board check` on a board over SSH: the
+/// binaries are built here (for a board of this machine's architecture),
+/// and ssh reaches the board.
+pub const RUN_SSH: Needs = Needs {
+    command: "run --target",
+    groups: &[&BUILD, &SSH_CLIENT, &BASE],
+    starts: &[&[programs::SSH, programs::SH]],
+};
+
+/// The same with `--bin-dir`: nothing is built, nothing runs here but ssh
+/// (and `sh`, which the unit tests quote for).
+pub const RUN_SSH_PREBUILT: Needs = Needs {
+    command: "run --target --bin-dir",
+    groups: &[&SSH_CLIENT, &BASE],
+    starts: &[&[programs::SSH, programs::SH]],
+};
+
+/// What `run` and `bisect` need: with `--bin-dir` nothing is built; on a
+/// board (`on_board`), ssh and not the player's runtime.
+pub fn for_run(bin_dir_given: bool, on_board: bool) -> &'static Needs {
+    match (bin_dir_given, on_board) {
+        (false, false) => &RUN,
+        (true, false) => &RUN_PREBUILT,
+        (false, true) => &RUN_SSH,
+        (true, true) => &RUN_SSH_PREBUILT,
+    }
+}
+
+/// `cargo xtask bench player`: xrun-player (default features) and aplay on
+/// a hinted `plug` over a JACK dummy server.
+pub const BENCH_PLAYER: Needs = Needs {
+    command: "bench player",
+    groups: &[&BUILD, &JACK_PCM, &APLAY, &BASE],
+    starts: &[JackServer::PROGRAMS, &[started::APLAY]],
+};
+
+/// `cargo xtask bench hackbench`: ours (no system library) against
+/// rt-tests'.
+pub const BENCH_HACKBENCH: Needs = Needs {
+    command: "bench hackbench",
+    groups: &[&RT_TESTS],
+    starts: &[&[started::HACKBENCH]],
+};
+
+/// `cargo xtask board build` with every option, on an x86_64 machine (the
+/// board architectures cross-built): the groups [`for_board_build`]
+/// chooses from. Read by the unit tests, which tie it to the programs
+/// the board build starts and to what [`for_board_build`] returns.
+#[cfg_attr(not(test), allow(dead_code))]
+pub const BOARD_BUILD: Needs = Needs {
+    command: "board build",
+    groups: &[
+        &BUILD,
+        &BOARD_SYSROOT,
+        &CROSS_AARCH64,
+        &CROSS_ARMV7,
+        &ZIGBUILD,
+    ],
+    starts: &[&[
+        started::DPKG,
+        started::APT_CONFIG,
+        started::APT_CACHE,
+        started::AARCH64_GCC,
+        started::ARMV7_GCC,
+        started::PYTHON3,
+    ]],
+};
+
+/// The cross toolchain for `arch`; `None` for x86_64, which is built
+/// natively only (Debian has no x86_64 cross compiler for amd64).
+pub fn cross_toolchain(arch: Arch) -> Option<&'static Group> {
+    match arch {
+        Arch::Aarch64 => Some(&CROSS_AARCH64),
+        Arch::Armv7 => Some(&CROSS_ARMV7),
+        Arch::X86_64 => None,
+    }
+}
+
+/// What `board build` installs for these architectures: pkg-config (and
+/// the host's libasound for a native build), and for each cross-built
+/// one its toolchain and the sysroot tools; zig's environment with
+/// `--glibc`.
+pub fn for_board_build(arches: &[Arch], older_glibc: bool) -> Vec<&'static Group> {
+    let mut groups: Vec<&'static Group> = vec![&BUILD];
+    let cross: Vec<Arch> = arches.iter().copied().filter(|a| a.is_cross()).collect();
+    if !cross.is_empty() {
+        groups.push(&BOARD_SYSROOT);
+    }
+    groups.extend(cross.into_iter().filter_map(cross_toolchain));
+    if older_glibc {
+        groups.push(&ZIGBUILD);
+    }
+    groups
+}
+
+/// `cargo xtask lint`: clippy builds the build scripts of every feature
+/// set, the cpal hosts' included.
+pub const LINT: Needs = Needs {
+    command: "lint",
+    groups: &[&BUILD, &CPAL_HOSTS],
+    starts: &[],
+};
+
+/// `cargo xtask test`: the lint, then the suite with all player features,
+/// which starts every sound server and the reference tools.
+pub const TEST: Needs = Needs {
+    command: "test",
+    groups: &[
+        &BUILD,
+        &CPAL_HOSTS,
+        &JACK_PCM,
+        &PULSEAUDIO,
+        &PIPEWIRE,
+        &APLAY,
+        &RT_TESTS,
+        &BASE,
+        &GIT,
+        &SSH_CLIENT,
+        &SSH_SERVER,
+        &BOARD_SYSROOT,
+        &CROSS_AARCH64,
+        &CROSS_ARMV7,
+        &QEMU_USER,
+        &ZIGBUILD,
+    ],
+    starts: &[
+        JackServer::PROGRAMS,
+        PulseServer::PROGRAMS,
+        PipeWireServer::PROGRAMS,
+        TestBoard::PROGRAMS,
+        &[
+            started::APLAY,
+            started::HACKBENCH,
+            started::TIMEOUT,
+            started::GIT,
+            programs::TASKSET,
+            programs::CHRT,
+            programs::SH,
+        ],
+        // The board stage: both board architectures built, the older-glibc
+        // build for aarch64, all run under qemu.
+        &[
+            started::DPKG,
+            started::APT_CONFIG,
+            started::APT_CACHE,
+            started::AARCH64_GCC,
+            started::ARMV7_GCC,
+            started::PYTHON3,
+            started::QEMU_AARCH64,
+            started::QEMU_ARM,
+        ],
+    ],
+};
+
+/// Exit code when packages are missing and we may not install them (as
+/// for any other unusable input).
+pub const EXIT_MISSING: u8 = 2;
+
+/// What to do about the packages that are missing.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Action {
+    /// All are there.
+    Nothing,
+    /// Install them (we are root).
+    Install(Vec<&'static str>),
+    /// Tell the user to run this command line, then stop.
+    Advise(String),
+}
+
+/// The exact command line that installs `packages` as we would.
+pub fn install_command(packages: &[&str]) -> String {
+    format!(
+        "sudo apt-get update && sudo apt-get install -y --no-install-recommends {}",
+        packages.join(" ")
+    )
+}
+
+/// The decision, from what is missing and whether we are root.
+pub fn decide(missing: Vec<&'static str>, root: bool) -> Action {
+    if missing.is_empty() {
+        Action::Nothing
+    } else if root {
+        Action::Install(missing)
+    } else {
+        Action::Advise(install_command(&missing))
+    }
+}
+
+/// Why a command cannot start.
+#[derive(Debug, thiserror::Error)]
+pub enum DepsError {
+    /// Packages are missing and we may not install them.
+    #[error("missing {what}; run:\n  {advice}")]
+    Missing {
+        /// What is missing (which packages, for what).
+        what: String,
+        /// The command line that installs them.
+        advice: String,
+    },
+    /// Installing failed.
+    #[error("installing {what}: {source:#}")]
+    Install {
+        /// What we were installing.
+        what: String,
+        /// What failed.
+        source: anyhow::Error,
+    },
+}
+
+impl DepsError {
+    /// Prints the error and returns the exit code for it: 2 when the user
+    /// must install packages, 1 when installing failed.
+    pub fn report(&self) -> ExitCode {
+        eprintln!("xtask: {self}");
+        match self {
+            DepsError::Missing { .. } => ExitCode::from(EXIT_MISSING),
+            DepsError::Install { .. } => ExitCode::FAILURE,
+        }
+    }
+}
 
 fn is_installed(package: &str) -> bool {
     Command::new("dpkg-query")
@@ -53,29 +580,596 @@ fn is_installed(package: &str) -> bool {
         .unwrap_or(false)
 }
 
-/// Installs whatever of `packages` is missing (apt-get as root), or fails
-/// with the exact command a non-root user must run.
-pub fn ensure(packages: &[(&str, &str)]) -> Result<()> {
-    let missing: Vec<&str> = packages
-        .iter()
-        .filter(|(name, _)| !is_installed(name))
-        .map(|(name, _)| *name)
+/// Installs what `needs` lacks (apt-get, as root), or fails with the exact
+/// command a non-root user must run.
+pub fn ensure(needs: &Needs) -> Result<(), DepsError> {
+    ensure_groups(needs.groups)
+}
+
+/// Installs what `groups` lack (apt-get, as root), or fails with the exact
+/// command a non-root user must run.
+pub fn ensure_groups(groups: &[&'static Group]) -> Result<(), DepsError> {
+    let missing: Vec<&'static str> = packages_of(groups)
+        .into_iter()
+        .filter(|p| !is_installed(p.name))
+        .map(|p| p.name)
         .collect();
-    if missing.is_empty() {
-        return Ok(());
+    let what = format!("Debian packages ({})", groups_of(groups, &missing));
+    match decide(missing, is_root()) {
+        Action::Nothing => Ok(()),
+        Action::Advise(advice) => Err(DepsError::Missing { what, advice }),
+        Action::Install(packages) => {
+            eprintln!("xtask: installing {what}: {}", packages.join(" "));
+            apt_install(&packages).map_err(|source| DepsError::Install { what, source })
+        }
     }
-    let list = missing.join(" ");
-    if !is_root() {
-        bail!(
-            "missing Debian packages: {list}; run:\n  sudo apt-get update && sudo apt-get install -y {list}"
-        );
-    }
-    eprintln!("xtask: installing {list}");
+}
+
+/// The names of the groups that hold any of `packages`.
+fn groups_of(groups: &[&Group], packages: &[&str]) -> String {
+    let names: Vec<&str> = groups
+        .iter()
+        .filter(|g| g.packages.iter().any(|p| packages.contains(&p.name)))
+        .map(|g| g.name)
+        .collect();
+    names.join(", ")
+}
+
+fn apt_install(packages: &[&str]) -> anyhow::Result<()> {
     run_checked(Command::new("apt-get").args(["update", "-qq"]))?;
     run_checked(
         Command::new("apt-get")
             .args(["install", "-y", "-qq", "--no-install-recommends"])
-            .args(&missing)
+            .args(packages)
             .env("DEBIAN_FRONTEND", "noninteractive"),
     )
+}
+
+/// The rustup components `cargo xtask lint` runs.
+const RUST_COMPONENTS: [(&str, &str); 2] = [("clippy", "clippy"), ("fmt", "rustfmt")];
+
+/// Makes sure `cargo clippy` and `cargo fmt` exist: a minimal rustup
+/// profile (e.g. the official Rust images) has neither. Adding them with
+/// rustup needs no root; without rustup, the user is told what to do.
+pub fn ensure_rust_components() -> Result<(), DepsError> {
+    let missing: Vec<&str> = RUST_COMPONENTS
+        .iter()
+        .filter(|(sub, _)| {
+            !crate::util::cargo()
+                .args([sub, "--version"])
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .status()
+                .is_ok_and(|s| s.success())
+        })
+        .map(|(_, component)| *component)
+        .collect();
+    if missing.is_empty() {
+        return Ok(());
+    }
+    let advice = format!("rustup component add {}", missing.join(" "));
+    let has_rustup = Command::new("rustup")
+        .arg("--version")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if !has_rustup {
+        return Err(DepsError::Missing {
+            what: format!("Rust components ({})", missing.join(" ")),
+            advice,
+        });
+    }
+    eprintln!("xtask: {advice}");
+    run_checked(
+        Command::new("rustup")
+            .args(["component", "add"])
+            .args(&missing),
+    )
+    .map_err(|source| DepsError::Install {
+        what: format!("Rust components ({})", missing.join(" ")),
+        source,
+    })
+}
+
+/// Makes sure the standard library of each Rust target is installed
+/// (`rustup target add`, no root needed); without rustup, the user is told
+/// what to do.
+pub fn ensure_rust_targets(targets: &[&str]) -> Result<(), DepsError> {
+    // The rustc cargo uses, run in the workspace so that a rustup
+    // toolchain file applies.
+    let sysroot = Command::new(std::env::var_os("RUSTC").unwrap_or_else(|| "rustc".into()))
+        .args(["--print", "sysroot"])
+        .current_dir(crate::util::workspace_root())
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map(|o| PathBuf::from(String::from_utf8_lossy(&o.stdout).trim()));
+    let missing: Vec<&str> = targets
+        .iter()
+        .copied()
+        .filter(
+            |t| !matches!(&sysroot, Some(s) if s.join("lib/rustlib").join(t).join("lib").is_dir()),
+        )
+        .collect();
+    if missing.is_empty() {
+        return Ok(());
+    }
+    let what = format!("Rust targets ({})", missing.join(" "));
+    let advice = format!("rustup target add {}", missing.join(" "));
+    let has_rustup = Command::new("rustup")
+        .arg("--version")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if !has_rustup {
+        return Err(DepsError::Missing { what, advice });
+    }
+    eprintln!("xtask: {advice}");
+    run_checked(
+        Command::new("rustup")
+            .args(["target", "add"])
+            .args(&missing)
+            .current_dir(crate::util::workspace_root()),
+    )
+    .map_err(|source| DepsError::Install { what, source })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::{Path, PathBuf};
+
+    use super::*;
+
+    const ALL_GROUPS: &[&Group] = &[
+        &BUILD,
+        &PLAYER_RUNTIME,
+        &CPAL_HOSTS,
+        &JACK_PCM,
+        &PULSEAUDIO,
+        &PIPEWIRE,
+        &APLAY,
+        &RT_TESTS,
+        &BASE,
+        &GIT,
+        &SSH_CLIENT,
+        &SSH_SERVER,
+        &CROSS_AARCH64,
+        &CROSS_ARMV7,
+        &BOARD_SYSROOT,
+        &QEMU_USER,
+        &ZIGBUILD,
+    ];
+
+    const ALL_NEEDS: &[&Needs] = &[
+        &RUN,
+        &RUN_PREBUILT,
+        &RUN_SSH,
+        &RUN_SSH_PREBUILT,
+        &BENCH_PLAYER,
+        &BENCH_HACKBENCH,
+        &LINT,
+        &TEST,
+        &BOARD_BUILD,
+    ];
+
+    fn names(needs: &Needs) -> Vec<&'static str> {
+        needs.packages().iter().map(|p| p.name).collect()
+    }
+
+    #[test]
+    fn each_package_has_one_home_and_a_reason() {
+        let mut seen: Vec<(&str, &str)> = Vec::new();
+        for g in ALL_GROUPS {
+            assert!(!g.packages.is_empty(), "group {} is empty", g.name);
+            for p in g.packages {
+                assert!(!p.why.is_empty(), "{} has no reason", p.name);
+                if let Some((_, other)) = seen.iter().find(|(n, _)| *n == p.name) {
+                    panic!("{} is in both `{other}` and `{}`", p.name, g.name);
+                }
+                seen.push((p.name, g.name));
+            }
+        }
+    }
+
+    #[test]
+    fn run_installs_only_the_build_prerequisites() {
+        assert_eq!(names(&RUN), ["pkg-config", "libasound2-dev"]);
+        assert_eq!(names(&RUN_PREBUILT), ["libasound2"]);
+        assert_eq!(
+            names(&RUN_SSH),
+            [
+                "pkg-config",
+                "libasound2-dev",
+                "openssh-client",
+                "util-linux",
+                "coreutils",
+                "dash"
+            ]
+        );
+        assert_eq!(
+            names(&RUN_SSH_PREBUILT),
+            ["openssh-client", "util-linux", "coreutils", "dash"]
+        );
+        assert_eq!(for_run(true, true).command, RUN_SSH_PREBUILT.command);
+        assert_eq!(for_run(false, true).command, RUN_SSH.command);
+        assert_eq!(for_run(false, false).command, RUN.command);
+    }
+
+    #[test]
+    fn only_test_installs_sound_servers() {
+        let servers: Vec<&str> = [&PULSEAUDIO, &PIPEWIRE, &SSH_SERVER]
+            .iter()
+            .flat_map(|g| g.packages.iter().map(|p| p.name))
+            .collect();
+        for needs in ALL_NEEDS.iter().filter(|n| n.command != "test") {
+            for p in names(needs) {
+                assert!(
+                    !servers.contains(&p),
+                    "`{}` installs {p}, which it never starts",
+                    needs.command
+                );
+            }
+        }
+        assert!(!names(&BENCH_PLAYER).contains(&"libjack-jackd2-dev"));
+        assert!(!names(&BENCH_HACKBENCH).contains(&"libasound2-dev"));
+    }
+
+    /// Whatever architectures and options `board build` is given, it
+    /// installs only from its own list; the suite's board stage (both board
+    /// architectures, and the older-glibc build) has all it needs.
+    #[test]
+    fn board_build_lists_cover_every_choice() {
+        let choices: [&[Arch]; 4] = [
+            &[Arch::Aarch64],
+            &[Arch::Armv7],
+            &[Arch::X86_64],
+            &Arch::ALL,
+        ];
+        for arches in choices {
+            for zig in [false, true] {
+                for g in for_board_build(arches, zig) {
+                    assert!(
+                        BOARD_BUILD.groups.iter().any(|b| b.name == g.name),
+                        "{arches:?} (glibc: {zig}): {} is not in board build's list",
+                        g.name
+                    );
+                }
+            }
+        }
+        let test = names(&TEST);
+        for g in for_board_build(&[Arch::Aarch64, Arch::Armv7], true) {
+            for p in g.packages {
+                assert!(test.contains(&p.name), "the board stage lacks {}", p.name);
+            }
+        }
+        assert!(test.contains(&"qemu-user"));
+    }
+
+    #[test]
+    fn test_installs_what_its_lint_needs() {
+        let test = names(&TEST);
+        for p in names(&LINT) {
+            assert!(test.contains(&p), "`test` runs the lint but lacks {p}");
+        }
+    }
+
+    #[test]
+    fn packages_come_once_in_group_order() {
+        let needs = Needs {
+            command: "x",
+            groups: &[&BUILD, &JACK_PCM, &BUILD],
+            starts: &[],
+        };
+        assert_eq!(
+            names(&needs),
+            [
+                "pkg-config",
+                "libasound2-dev",
+                "jackd2",
+                "libasound2-plugins"
+            ]
+        );
+    }
+
+    #[test]
+    fn nothing_conflicts_with_pulseaudio() {
+        // Debian 12: both declare `Conflicts: pulseaudio`.
+        for needs in ALL_NEEDS {
+            for p in ["pipewire-alsa", "pipewire-pulse"] {
+                assert!(!names(needs).contains(&p), "`{}`: {p}", needs.command);
+            }
+        }
+    }
+
+    /// The tie the issue asked for: each program a command starts (the
+    /// sound servers' own tables included) is installed by that command.
+    #[test]
+    fn every_started_program_is_installed_by_its_command() {
+        for needs in ALL_NEEDS {
+            let installed = names(needs);
+            for prog in needs.starts.iter().copied().flatten() {
+                assert!(
+                    installed.contains(&prog.package),
+                    "`cargo xtask {}` starts {} but does not install {}",
+                    needs.command,
+                    prog.name,
+                    prog.package
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn commands_that_start_a_server_list_all_its_programs() {
+        let starts = |needs: &Needs, table: &[Program]| {
+            table
+                .iter()
+                .all(|p| needs.starts.iter().any(|t| t.contains(p)))
+        };
+        assert!(starts(&BENCH_PLAYER, JackServer::PROGRAMS));
+        for table in [
+            JackServer::PROGRAMS,
+            PulseServer::PROGRAMS,
+            PipeWireServer::PROGRAMS,
+            TestBoard::PROGRAMS,
+        ] {
+            assert!(starts(&TEST, table));
+        }
+    }
+
+    #[test]
+    fn one_package_per_program() {
+        let all: Vec<Program> = ALL_NEEDS
+            .iter()
+            .flat_map(|n| n.starts.iter().copied().flatten().copied())
+            .collect();
+        for a in &all {
+            for b in &all {
+                assert!(
+                    a.name != b.name || a.package == b.package,
+                    "{} is from {} and from {}",
+                    a.name,
+                    a.package,
+                    b.package
+                );
+            }
+        }
+    }
+
+    /// (program, package) for every file of `programs` dpkg knows in the
+    /// usual directories, in one dpkg call (each call reads its database).
+    fn dpkg_owners(programs: &[&str]) -> Vec<(String, String)> {
+        let paths: Vec<String> = programs
+            .iter()
+            .flat_map(|p| ["/usr/bin", "/bin", "/usr/sbin", "/sbin"].map(|d| format!("{d}/{p}")))
+            .collect();
+        // Exits 1 when some path is unknown; the known ones still print.
+        let out = Command::new("dpkg")
+            .arg("-S")
+            .args(&paths)
+            .output()
+            .expect("dpkg runs");
+        let mut owners = Vec::new();
+        for line in String::from_utf8_lossy(&out.stdout).lines() {
+            // "pkg[:arch]: /path"; skip "diversion by …" lines.
+            let Some((pkg, path)) = line.split_once(": ") else {
+                continue;
+            };
+            if pkg.starts_with("diversion by") {
+                continue;
+            }
+            let program = path.rsplit('/').next().unwrap_or_default();
+            let pkg = pkg.split(':').next().unwrap_or_default();
+            owners.push((program.to_string(), pkg.to_string()));
+        }
+        owners
+    }
+
+    /// The tables are true on this Debian: each program comes from the
+    /// package they name (the PipeWire table once said `dbus-bin` for
+    /// dbus-run-session, which Debian 12 ships in `dbus-daemon`).
+    /// `cargo xtask test` installs all of them before the suite runs.
+    #[test]
+    fn every_program_comes_from_the_package_the_table_names() {
+        let all: Vec<(&str, Program)> = ALL_NEEDS
+            .iter()
+            .flat_map(|n| n.starts.iter().copied().flatten().map(|p| (n.command, *p)))
+            .collect();
+        let names: Vec<&str> = all.iter().map(|(_, p)| p.name).collect();
+        let owners = dpkg_owners(&names);
+        for (command, prog) in all {
+            let found: Vec<&str> = owners
+                .iter()
+                .filter(|(p, _)| p == prog.name)
+                .map(|(_, pkg)| pkg.as_str())
+                .collect();
+            assert!(
+                found.contains(&prog.package),
+                "{} (`cargo xtask {command}`): the table says {}, dpkg says {found:?} \
+                 (none: not installed; `cargo xtask test` installs it)",
+                prog.name,
+                prog.package
+            );
+        }
+    }
+
+    // --- The tables against the code: programs spawned by a literal name.
+
+    /// Programs the harness itself uses, needed before any install list can
+    /// be: cargo (it runs us), Debian's package tools, git (the repository
+    /// came with it; the fingerprint records the commit when it is there).
+    const HARNESS: &[&str] = &["cargo", "rustc", "apt-get", "dpkg-query", "rustup", "git"];
+
+    /// Program names spawned by a literal in `source`: `Command::new("x")`,
+    /// the soundserver's `pinned("x", …)`, and absolute `"/usr/bin/x"`.
+    fn spawned_literals(source: &str) -> Vec<String> {
+        let mut out = Vec::new();
+        for pat in ["Command::new(\"", "pinned(\"", "\"/usr/bin/", "\"/bin/"] {
+            for (at, _) in source.match_indices(pat) {
+                let rest = &source[at + pat.len()..];
+                if let Some(end) = rest.find('"') {
+                    out.push(rest[..end].to_string());
+                }
+            }
+        }
+        out
+    }
+
+    fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                rust_files(&path, out);
+            } else if path.extension().is_some_and(|e| e == "rs") {
+                out.push(path);
+            }
+        }
+    }
+
+    /// The commands that run a source file's spawns: each must list the
+    /// program. `None`: the file is not scanned (this file: the tables
+    /// themselves and the samples below).
+    fn owners(rel: &str) -> Option<Vec<&'static Needs>> {
+        let owners = if rel == "xtask/src/deps.rs" {
+            return None;
+        } else if rel.starts_with("xtask/src/bench/player") {
+            vec![&BENCH_PLAYER]
+        } else if rel.starts_with("xtask/src/bench/hackbench") {
+            vec![&BENCH_HACKBENCH]
+        } else if rel == "xtask/src/board/qemu.rs" {
+            // The emulator runs only in the suite's board stage.
+            vec![&TEST]
+        } else if rel.starts_with("xtask/src/board/") && rel != "xtask/src/board/check.rs" {
+            // `board build`, which the suite's board stage runs too.
+            vec![&BOARD_BUILD, &TEST]
+        } else if rel.starts_with("xtask/src/target/ssh") {
+            vec![&RUN_SSH, &RUN_SSH_PREBUILT]
+        } else if rel.starts_with("xtask/src/run/")
+            || rel.starts_with("xtask/src/bisect/")
+            || rel.starts_with("xtask/src/target/")
+        {
+            vec![&RUN, &RUN_PREBUILT]
+        } else if rel.contains("/tests/") || rel.starts_with("crates/soundserver/") {
+            // The soundserver's per-server split is checked separately.
+            vec![&TEST]
+        } else if rel.starts_with("crates/") {
+            // The board binaries: the runner, the tests and benches run them.
+            vec![&RUN, &RUN_PREBUILT, &TEST]
+        } else {
+            vec![]
+        };
+        Some(owners)
+    }
+
+    #[test]
+    fn every_program_spawned_by_name_is_in_its_commands_table() {
+        let root = crate::util::workspace_root();
+        let mut files = Vec::new();
+        rust_files(&root.join("crates"), &mut files);
+        rust_files(&root.join("xtask"), &mut files);
+        let soundserver: Vec<&str> = [
+            JackServer::PROGRAMS,
+            PulseServer::PROGRAMS,
+            PipeWireServer::PROGRAMS,
+            TestBoard::PROGRAMS,
+        ]
+        .iter()
+        .copied()
+        .flatten()
+        .map(|p| p.name)
+        .collect();
+        let mut checked = 0;
+        for file in &files {
+            let rel = file.strip_prefix(&root).unwrap().display().to_string();
+            let Some(owners) = owners(&rel) else { continue };
+            let source = std::fs::read_to_string(file).unwrap();
+            for prog in spawned_literals(&source) {
+                checked += 1;
+                if HARNESS.contains(&prog.as_str()) {
+                    continue;
+                }
+                if rel.starts_with("crates/soundserver/src/") {
+                    assert!(
+                        soundserver.contains(&prog.as_str()),
+                        "{rel} starts {prog}, which is in no server's PROGRAMS"
+                    );
+                }
+                assert!(!owners.is_empty(), "{rel} starts {prog} for no command");
+                for needs in &owners {
+                    let listed = needs
+                        .starts
+                        .iter()
+                        .copied()
+                        .flatten()
+                        .any(|p| p.name == prog);
+                    assert!(
+                        listed,
+                        "{rel} starts {prog}: add it to the `starts` of `cargo xtask {}`",
+                        needs.command
+                    );
+                }
+            }
+        }
+        // The scan must see the spawns we know of, or it checks nothing.
+        assert!(checked >= 10, "only {checked} spawns found");
+    }
+
+    #[test]
+    fn spawned_literals_finds_the_three_spellings() {
+        let src = r#"Command::new("aplay"); pinned("pacat", &c, f); let r = "/usr/bin/hackbench";"#;
+        assert_eq!(spawned_literals(src), ["aplay", "pacat", "hackbench"]);
+    }
+
+    // --- The decision, separated from dpkg and the uid.
+
+    #[test]
+    fn nothing_missing_means_nothing_to_do() {
+        assert_eq!(decide(vec![], false), Action::Nothing);
+        assert_eq!(decide(vec![], true), Action::Nothing);
+    }
+
+    #[test]
+    fn root_installs_what_is_missing() {
+        assert_eq!(
+            decide(vec!["pkg-config", "libasound2-dev"], true),
+            Action::Install(vec!["pkg-config", "libasound2-dev"])
+        );
+    }
+
+    #[test]
+    fn a_user_is_told_the_exact_command() {
+        assert_eq!(
+            decide(vec!["pkg-config", "libasound2-dev"], false),
+            Action::Advise(
+                "sudo apt-get update && sudo apt-get install -y --no-install-recommends \
+                 pkg-config libasound2-dev"
+                    .into()
+            )
+        );
+    }
+
+    #[test]
+    fn missing_packages_exit_2_with_the_command_in_the_message() {
+        let missing = vec!["pkg-config", "jackd2"];
+        let needs = Needs {
+            command: "x",
+            groups: &[&BUILD, &PULSEAUDIO, &JACK_PCM],
+            starts: &[],
+        };
+        let Action::Advise(advice) = decide(missing.clone(), false) else {
+            panic!("a user is advised")
+        };
+        let e = DepsError::Missing {
+            what: format!("Debian packages ({})", groups_of(needs.groups, &missing)),
+            advice,
+        };
+        assert_eq!(
+            e.to_string(),
+            "missing Debian packages (build, JACK test PCM); run:\n  \
+             sudo apt-get update && sudo apt-get install -y --no-install-recommends pkg-config jackd2"
+        );
+        assert_eq!(e.report(), ExitCode::from(EXIT_MISSING));
+    }
 }

@@ -4,10 +4,13 @@
 
 mod bench;
 mod bisect;
+mod board;
 mod compare;
 mod deps;
 mod plot;
+mod results;
 mod run;
+mod target;
 mod test;
 mod util;
 
@@ -25,14 +28,22 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Verb {
-    /// Run the whole test suite, installing the Debian packages it needs.
+    /// Lint, then run the whole test suite, installing the Debian packages
+    /// they need.
     Test(test::TestArgs),
+    /// Check formatting and clippy -D warnings in every feature set.
+    Lint(test::LintArgs),
     /// Benchmark against the reference tools (aplay, rt-tests hackbench).
     Bench(bench::BenchArgs),
     /// Run a scenario file (configurations × trials).
     Run(run::RunArgs),
-    /// Restore knobs left changed by a killed run (replays its journal).
+    /// Restore knobs a killed trial left changed (`xrun-trial restore`),
+    /// here or on a board (--target).
     Restore(run::RestoreArgs),
+    /// Boards: `board build` (the board binaries, cross-built for aarch64
+    /// and armv7), `board check` (what a board offers against what a
+    /// scenario needs), `board test` (the suite's board stage).
+    Board(board::BoardArgs),
     /// Compare run directories: mmtests-style table with significance.
     Compare(compare::CompareArgs),
     /// SVG plots of a run directory (fill CDF, underrun gaps, hackbench).
@@ -57,9 +68,11 @@ fn main() -> std::process::ExitCode {
     };
     let result = match cli.verb {
         Verb::Test(args) => test::run(&args),
+        Verb::Lint(args) => test::lint(&args),
         Verb::Bench(args) => bench::run(&args),
         Verb::Run(args) => run::run(&args),
         Verb::Restore(args) => run::restore(&args),
+        Verb::Board(args) => board::run(&args),
         Verb::Compare(args) => compare::run(&args),
         Verb::Plot(args) => plot::run(&args),
         Verb::Bisect(args) => bisect::run(&args),

@@ -32,10 +32,19 @@ pub fn run_checked(cmd: &mut Command) -> Result<()> {
 
 /// Builds the release board binaries and returns the directory holding them.
 pub fn build_release_binaries(packages: &[&str]) -> Result<PathBuf> {
+    build_release_binaries_with(packages, &[])
+}
+
+/// Builds the release board binaries with cargo `features`
+/// (`xrunbench-player/cpal-jack`…) and returns the directory holding them.
+pub fn build_release_binaries_with(packages: &[&str], features: &[String]) -> Result<PathBuf> {
     let mut cmd = cargo();
     cmd.args(["build", "--release", "--quiet"]);
     for p in packages {
         cmd.args(["--package", p]);
+    }
+    if !features.is_empty() {
+        cmd.args(["--features", &features.join(",")]);
     }
     run_checked(&mut cmd)?;
     Ok(target_dir().join("release"))

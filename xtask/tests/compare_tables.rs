@@ -69,17 +69,7 @@ fn run_dir_with(
 ) -> PathBuf {
     let dir = root.join(name);
     std::fs::create_dir_all(dir.join("trials")).unwrap();
-    let manifest = json!({
-        "schema": "xrunbench.run/1",
-        "label": label,
-        "scenario": {
-            "name": "synthetic",
-            "duration": "10s",
-            "configs": configs.iter().map(|(n, _)| json!({ "name": n })).collect::<Vec<_>>(),
-        },
-        "fingerprint": { "cpu_model": "Test CPU 3000", "cpu_count": 4 },
-    });
-    std::fs::write(dir.join("run.json"), manifest.to_string()).unwrap();
+    std::fs::write(dir.join("run.json"), manifest(label, configs).to_string()).unwrap();
     for (config, trials) in configs {
         for (i, t) in trials.iter().enumerate() {
             let k = i as u32 + 1;
@@ -95,12 +85,34 @@ fn run_dir_with(
     dir
 }
 
+/// `run.json` of a synthetic run: the template (a real run's manifest)
+/// with this run's label, configurations and machine.
+fn manifest(label: Option<&str>, configs: &[(&str, Vec<T>)]) -> Value {
+    let text = std::fs::read_to_string(golden_dir().join("run-template.json")).unwrap();
+    let mut m: Value = serde_json::from_str(&text).unwrap();
+    m["label"] = json!(label);
+    m["scenario"]["name"] = json!("synthetic");
+    m["scenario"]["duration"] = json!("10s");
+    let config = m["scenario"]["configs"][0].clone();
+    m["scenario"]["configs"] = configs
+        .iter()
+        .map(|(n, _)| {
+            let mut c = config.clone();
+            c["name"] = json!(n);
+            c
+        })
+        .collect();
+    m["fingerprint"]["cpu_model"] = json!("Test CPU 3000");
+    m["fingerprint"]["cpu_count"] = json!(4);
+    m
+}
+
 fn record(config: &str, k: u32, t: &T) -> Value {
     let mut v = template();
-    v["scenario"] = json!("synthetic");
-    v["config"] = json!(config);
-    v["k"] = json!(k);
-    v["kernel"] = json!("6.6.0-test");
+    v["trial"]["scenario"] = json!("synthetic");
+    v["trial"]["config"] = json!(config);
+    v["trial"]["k"] = json!(k);
+    v["machine"]["kernel_release"] = json!("6.6.0-test");
     let p = &mut v["player"];
     p["wall_seconds"] = json!(10.0);
     p["audio_seconds"] = json!(10.0);
@@ -590,6 +602,68 @@ fn bad_input_is_one_line_and_exit_2() {
     assert_eq!(o.status.code(), Some(2));
 }
 
+/// Numbers a table cannot compute with, and documents of another version:
+/// refused in one line naming the file, the field and what was expected
+/// (exit 2), by `compare` and `plot` alike.
+#[test]
+fn hostile_numbers_and_unknown_schemas_are_refused_naming_the_file() {
+    for (pointer, value, want) in [
+        (
+            "/player/totals/gap_ms_max",
+            json!(-12.5),
+            "player.totals.gap_ms_max = -12.5: expected a duration in ms",
+        ),
+        (
+            "/player/wall_seconds",
+            json!(1e308),
+            "player.wall_seconds = 1e308: expected a duration in s",
+        ),
+        (
+            "/player/totals/per_minute",
+            json!(1e308),
+            "player.totals.per_minute = 1e308: expected underruns per minute of playback",
+        ),
+        (
+            "/player/schema",
+            json!("xrunbench.player/2"),
+            "player.schema is `xrunbench.player/2`: expected `xrunbench.player/1`",
+        ),
+        (
+            "/schema",
+            json!("xrunbench.run/9"),
+            "run.json: expected schema `xrunbench.run/1`, found `xrunbench.run/9`",
+        ),
+    ] {
+        let tmp = tempfile::tempdir().unwrap();
+        let (file, pointer) = match pointer.strip_prefix("/player") {
+            Some(_) => ("trials/patched-2.json", pointer),
+            None => ("run.json", pointer),
+        };
+        let dir = run_dir_with(
+            tmp.path(),
+            "hostile",
+            None,
+            &[("baseline", trials(1.0, 3)), ("patched", trials(2.0, 3))],
+            |_| {},
+        );
+        let path = dir.join(file);
+        let mut v: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        *v.pointer_mut(pointer).unwrap() = value;
+        std::fs::write(&path, v.to_string()).unwrap();
+        for verb in ["compare", "plot"] {
+            let o = xtask(&[verb, dir.to_str().unwrap()]);
+            let err = String::from_utf8_lossy(&o.stderr);
+            assert_eq!(o.status.code(), Some(2), "{verb} {pointer}: {err}");
+            assert_eq!(err.lines().count(), 1, "{err}");
+            assert!(
+                err.contains(&format!("{}: ", path.display())) && err.contains(want),
+                "{verb} {pointer}: {err}"
+            );
+            assert!(o.stdout.is_empty(), "no table from bad input");
+        }
+    }
+}
+
 #[test]
 fn plot_writes_svgs() {
     let (_tmp, dir) = golden_run(2);
@@ -599,4 +673,28 @@ fn plot_writes_svgs() {
         let svg = std::fs::read_to_string(dir.join("plots").join(f)).unwrap();
         assert!(svg.contains("<svg") && svg.contains("baseline"), "{f}");
     }
+}
+
+#[test]
+fn failed_interrupted_and_lost_trials_stay_out_of_the_table() {
+    let (_tmp, dir) = golden_run(2);
+    let before = stdout(&xtask(&["compare", dir.to_str().unwrap()]));
+    let trials = dir.join("trials");
+    // A record whose trial could not run: in the run's log, not measured.
+    let mut failed = record("baseline", 6, &trial(9.0, 6));
+    failed["outcome"] = json!({ "status": "failed", "reason": "xrun-player could not open hw:9" });
+    failed["player"] = Value::Null;
+    std::fs::write(trials.join("baseline-6.failed.json"), failed.to_string()).unwrap();
+    // The same outcome under a measurement's name still does not count.
+    std::fs::write(trials.join("baseline-7.json"), failed.to_string()).unwrap();
+    let mut interrupted = record("patched", 6, &trial(9.0, 6));
+    interrupted["outcome"] = json!({ "status": "interrupted", "by": "SIGINT" });
+    std::fs::write(trials.join("patched-6.json"), interrupted.to_string()).unwrap();
+    std::fs::write(
+        trials.join("patched-7.lost.json"),
+        r#"{"schema": "xrunbench.lost-trial/1"}"#,
+    )
+    .unwrap();
+    let after = stdout(&xtask(&["compare", dir.to_str().unwrap()]));
+    assert_eq!(before, after);
 }

@@ -1,4 +1,5 @@
-//! Scenario validation through the real binary: every invalid file of the
+//! Scenario validation through the real binary (and `xrun-trial probe` /
+//! `check` on this machine, the local target): every invalid file of the
 //! corpus fails with exit 2 and its expected one-line message, and every
 //! shipped scenario validates (or, for debugfs-only ones on a machine
 //! without debugfs, fails with "not permitted").
@@ -7,7 +8,7 @@ mod support;
 
 use std::path::Path;
 
-use support::{run_xtask, workspace};
+use support::{run_xtask_with_bins, workspace};
 
 /// The `# expect: …` first line of a corpus file.
 fn expectation(path: &Path) -> String {
@@ -33,7 +34,7 @@ fn every_invalid_scenario_fails_with_its_message_and_exit_2() {
     let mut failures = Vec::new();
     for f in &files {
         let want = expectation(f);
-        let out = run_xtask(&["run", f.to_str().unwrap(), "--dry-run"]);
+        let out = run_xtask_with_bins(&["run", f.to_str().unwrap(), "--dry-run"]);
         let stderr = String::from_utf8_lossy(&out.stderr);
         let name = f.file_name().unwrap().to_string_lossy();
         let ok = out.status.code() == Some(2)
@@ -61,7 +62,7 @@ fn shipped_scenarios_validate_here() {
             continue;
         }
         n += 1;
-        let out = run_xtask(&["run", p.to_str().unwrap(), "--dry-run"]);
+        let out = run_xtask_with_bins(&["run", p.to_str().unwrap(), "--dry-run"]);
         let stderr = String::from_utf8_lossy(&out.stderr);
         let stdout = String::from_utf8_lossy(&out.stdout);
         let debugfs = std::fs::read_to_string(&p)
@@ -100,7 +101,7 @@ fn dry_run_shows_plan_order_and_knob_changes() {
              [[config]]\nname = \"b\"\n[[config]]\nname = \"c\"\nkernel = \"0.0-other\"\n"
         ),
     );
-    let out = run_xtask(&[
+    let out = run_xtask_with_bins(&[
         "run",
         p.to_str().unwrap(),
         "--dry-run",
@@ -141,7 +142,7 @@ fn dry_run_shows_plan_order_and_knob_changes() {
 
 #[test]
 fn unknown_only_config_is_bad_input() {
-    let out = run_xtask(&[
+    let out = run_xtask_with_bins(&[
         "run",
         "scenarios/quickstart.toml",
         "--dry-run",

@@ -197,6 +197,58 @@ struct Children {
     index_of: HashMap<libc::pid_t, usize>,
     /// Unreaped pids.
     live: Vec<libc::pid_t>,
+    /// How the workers end.
+    exit: WorkerExit,
+}
+
+/// How a worker process ends.
+///
+/// rt-tests' workers return into `exit(0)` (`exit(1)` from `barf()`): the C
+/// library's exit handlers, its stdio cleanup and every loaded object's
+/// destructors run, and their first writes to pages still shared
+/// copy-on-write with the parent fault — about ten page faults per worker,
+/// all before the worker can be reaped, so inside the timed window. Ending
+/// with `_exit` instead made a default `-p` round about 5 % shorter than
+/// rt-tests' (README, "Differences from rt-tests").
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum WorkerExit {
+    /// exit(3), as rt-tests' workers end.
+    Libc,
+    /// _exit(2): nothing but the kernel's teardown.
+    Immediate,
+}
+
+impl WorkerExit {
+    /// exit(3) when the process has no other thread (xrun-hackbench
+    /// always); otherwise `_exit`, because in the child of a multi-threaded
+    /// process POSIX allows only async-signal-safe calls, and exit(3) is
+    /// not one (a library caller or a test harness gets shorter rounds, by
+    /// the C runtime's exit cost).
+    fn for_this_process() -> WorkerExit {
+        WorkerExit::for_threads(sys::thread_count())
+    }
+
+    fn for_threads(threads: Option<u32>) -> WorkerExit {
+        if threads == Some(1) {
+            WorkerExit::Libc
+        } else {
+            WorkerExit::Immediate
+        }
+    }
+
+    /// Ends the calling worker process.
+    fn exit(self, code: libc::c_int) -> ! {
+        match self {
+            // SAFETY: the process forked from a single thread, so no lock
+            // of the C library can be held by a thread that does not exist
+            // here; the exit handlers that run are the ones rt-tests'
+            // workers run too, plus those of our own binary (none write
+            // to shared state).
+            WorkerExit::Libc => unsafe { libc::exit(code) },
+            // SAFETY: _exit is async-signal-safe.
+            WorkerExit::Immediate => unsafe { libc::_exit(code) },
+        }
+    }
 }
 
 impl Children {
@@ -208,16 +260,19 @@ impl Children {
             pgid: 0,
             index_of: HashMap::new(),
             live: Vec::new(),
+            exit: WorkerExit::for_this_process(),
         }
     }
 
-    /// Forks worker `index`, which runs `body` and `_exit`s 0 if it
-    /// returned true, 1 otherwise (the details are in its slot).
+    /// Forks worker `index`, which runs `body` and exits 0 if it returned
+    /// true, 1 otherwise (the details are in its slot), as [`WorkerExit`]
+    /// says.
     fn fork(&mut self, index: usize, body: impl FnOnce() -> bool) -> Result<(), Error> {
         self.index_of.reserve(1);
         self.live.reserve(1);
         // SAFETY: the child only makes async-signal-safe calls and atomic
-        // stores before _exit (see worker.rs); it never returns.
+        // stores before it exits (see worker.rs and WorkerExit); it never
+        // returns.
         let pid = unsafe { libc::fork() };
         if pid < 0 {
             return Err(setup("fork()", &std::io::Error::last_os_error()));
@@ -225,9 +280,7 @@ impl Children {
         if pid == 0 {
             child_init(self.pgid, self.parent);
             let ok = std::panic::catch_unwind(std::panic::AssertUnwindSafe(body)).unwrap_or(false);
-            // SAFETY: leaving the child without running the parent's
-            // destructors or atexit handlers.
-            unsafe { libc::_exit(if ok { 0 } else { 1 }) };
+            self.exit.exit(if ok { 0 } else { 1 });
         }
         let pgid = if self.pgid == 0 { pid } else { self.pgid };
         // SAFETY: our own child; both sides call it to avoid the race.
@@ -428,6 +481,19 @@ mod tests {
             worker: WorkerId::at(0, 1, Some(1)),
             cause,
         }
+    }
+
+    #[test]
+    fn workers_end_with_exit_only_in_a_single_threaded_process() {
+        assert_eq!(WorkerExit::for_threads(Some(1)), WorkerExit::Libc);
+        assert_eq!(WorkerExit::for_threads(Some(2)), WorkerExit::Immediate);
+        assert_eq!(WorkerExit::for_threads(None), WorkerExit::Immediate);
+        // Whatever the harness does, this process has two threads here.
+        let (tx, rx) = std::sync::mpsc::channel::<()>();
+        let other = std::thread::spawn(move || rx.recv());
+        assert_eq!(WorkerExit::for_this_process(), WorkerExit::Immediate);
+        drop(tx);
+        let _ = other.join();
     }
 
     #[test]

@@ -87,8 +87,9 @@ impl Slot {
         (stage, self.errno.load(Ordering::Relaxed))
     }
 
-    /// Stores the context switches of a finished worker.
-    pub(crate) fn set_ctxsw(&self, nvcsw: i64, nivcsw: i64) {
+    /// Stores the context switches of a finished worker, as rusage gives
+    /// them (`long`: 32 bits on armv7).
+    pub(crate) fn set_ctxsw(&self, nvcsw: libc::c_long, nivcsw: libc::c_long) {
         self.nvcsw.store(nvcsw.max(0) as u64, Ordering::Relaxed);
         self.nivcsw.store(nivcsw.max(0) as u64, Ordering::Relaxed);
     }

@@ -34,7 +34,22 @@ pub(crate) fn gettimeofday() -> (i64, i64) {
     let mut tv: libc::timeval = unsafe { std::mem::zeroed() };
     // SAFETY: tv is a valid out-pointer.
     unsafe { libc::gettimeofday(&mut tv, std::ptr::null_mut()) };
-    (tv.tv_sec, tv.tv_usec)
+    // time_t and suseconds_t are 32 bits on armv7 (glibc): widen.
+    (tv.tv_sec as i64, tv.tv_usec as i64)
+}
+
+/// How many threads this process has (`Threads:` of /proc/self/status);
+/// `None` when that cannot be read.
+pub(crate) fn thread_count() -> Option<u32> {
+    threads_in_status(&std::fs::read_to_string("/proc/self/status").ok()?)
+}
+
+/// The `Threads:` field of a /proc/PID/status text.
+fn threads_in_status(status: &str) -> Option<u32> {
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("Threads:"))
+        .and_then(|v| v.trim().parse().ok())
 }
 
 /// CLOCK_MONOTONIC in nanoseconds.
@@ -140,5 +155,20 @@ impl Drop for SchedGuard {
     fn drop(&mut self) {
         // SAFETY: restoring values read from this very thread.
         unsafe { libc::sched_setscheduler(0, self.policy, &self.param) };
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn thread_count_comes_from_proc_status() {
+        assert_eq!(
+            threads_in_status("Name:\tx\nThreads:\t3\nSigQ:\t0/1\n"),
+            Some(3)
+        );
+        assert_eq!(threads_in_status("Name:\tx\n"), None);
+        assert!(thread_count().is_some_and(|n| n >= 1));
     }
 }

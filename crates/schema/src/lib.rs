@@ -1,8 +1,8 @@
 //! Serde types of every JSON document the xrunbench tools exchange.
 //!
 //! This crate is deliberately tiny (serde only): the board binaries
-//! (`xrun-player`, `xrun-hackbench`) depend on it and must cross-build for
-//! aarch64 and armv7 without pulling in host-only crates.
+//! (`xrun-player`, `xrun-hackbench`, `xrun-trial`) depend on it and must
+//! cross-build for aarch64 and armv7 without pulling in host-only crates.
 //!
 //! It also holds the small vocabulary every tool shares ([`vocab`]) and the
 //! one atomic document write and UTC formatter ([`doc`]).
@@ -13,11 +13,13 @@
 pub mod doc;
 pub mod hackbench;
 pub mod player;
+pub mod probe;
 pub mod trial;
 pub mod vocab;
 
 pub use hackbench::HackbenchReport;
 pub use player::PlayerReport;
+pub use probe::{CheckReport, Probe};
 pub use trial::{TrialRecord, TrialSpec};
 pub use vocab::{Backend, CpalHost, CpuList, Priority, SampleFormat};
 

@@ -255,6 +255,20 @@ pub struct LoadArgs {
     pub start_delay_us: u64,
 }
 
+impl LoadArgs {
+    /// The `xrun-hackbench` command line (without the program) of a trial
+    /// with this warm-up and duration: rounds until the trial stops it,
+    /// with a backstop 30 s after the trial's planned end (so a load whose
+    /// trial was SIGKILLed still ends by itself), report to `json`.
+    pub fn to_args(&self, warmup_us: u64, duration_us: u64, json: &Path) -> Vec<String> {
+        let busy_us = warmup_us
+            .saturating_add(self.start_delay_us)
+            .saturating_add(duration_us);
+        self.hackbench
+            .to_args(busy_us.div_ceil(1_000_000).saturating_add(30), json)
+    }
+}
+
 /// hackbench's parameters with rt-tests' meanings.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]

@@ -11,6 +11,9 @@
 //! ALSA configuration that gives `plug:jack` a hinted name, which is how
 //! cpal's ALSA host finds devices.
 //!
+//! [`TestBoard`] is the other kind of test service: a private sshd on
+//! 127.0.0.1 that plays a board reached over SSH (see [`testboard`]).
+//!
 //! Host-only: this crate is a dev-dependency of the player and a dependency
 //! of `xtask`, never of a board binary.
 
@@ -18,6 +21,9 @@ use std::io;
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
+
+pub mod testboard;
+pub use testboard::TestBoard;
 
 /// Errors starting a sound server.
 #[derive(Debug, thiserror::Error)]
@@ -40,6 +46,18 @@ pub enum Error {
         /// Why.
         source: io::Error,
     },
+    /// The server's threads could not be made real-time.
+    #[error("{program}: cannot run its thread {tid} at SCHED_FIFO {priority}: {source}")]
+    Scheduling {
+        /// The program.
+        program: &'static str,
+        /// The thread.
+        tid: i32,
+        /// The priority asked for.
+        priority: u8,
+        /// Why.
+        source: io::Error,
+    },
     /// The server did not become ready in time.
     #[error("{program} `{name}` not ready after {waited:?}; its log: {log}")]
     NotReady {
@@ -52,6 +70,125 @@ pub enum Error {
         /// What the server printed.
         log: String,
     },
+}
+
+/// A program this crate starts, and the Debian package that provides it.
+///
+/// The servers check their programs against `PATH` with this table before
+/// starting anything (a missing one is [`Error::NotInstalled`]), and
+/// `cargo xtask`'s install lists are tested against it, so the two cannot
+/// drift apart.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Program {
+    /// The name looked up in `PATH`.
+    pub name: &'static str,
+    /// The Debian 12 package that provides it.
+    pub package: &'static str,
+}
+
+/// Every program this crate starts, one entry each (the servers'
+/// `PROGRAMS` lists are made of these).
+pub mod programs {
+    use super::Program;
+
+    /// The JACK server.
+    pub const JACKD: Program = Program {
+        name: "jackd",
+        package: "jackd2",
+    };
+    /// Asks the JACK server whether it is up.
+    pub const JACK_LSP: Program = Program {
+        name: "jack_lsp",
+        package: "jackd2",
+    };
+    /// The PulseAudio server.
+    pub const PULSEAUDIO: Program = Program {
+        name: "pulseaudio",
+        package: "pulseaudio",
+    };
+    /// Asks the PulseAudio server whether it is up.
+    pub const PACTL: Program = Program {
+        name: "pactl",
+        package: "pulseaudio-utils",
+    };
+    /// The PulseAudio keepalive stream.
+    pub const PACAT: Program = Program {
+        name: "pacat",
+        package: "pulseaudio-utils",
+    };
+    /// The PipeWire server.
+    pub const PIPEWIRE: Program = Program {
+        name: "pipewire",
+        package: "pipewire-bin",
+    };
+    /// Asks the PipeWire server whether it is up; creates the null sink.
+    pub const PW_CLI: Program = Program {
+        name: "pw-cli",
+        package: "pipewire-bin",
+    };
+    /// PipeWire's session manager (links streams to sinks).
+    pub const WIREPLUMBER: Program = Program {
+        name: "wireplumber",
+        package: "wireplumber",
+    };
+    /// A private D-Bus session bus for WirePlumber (Debian 12 ships it in
+    /// `dbus-daemon`, not `dbus-bin`).
+    pub const DBUS_RUN_SESSION: Program = Program {
+        name: "dbus-run-session",
+        package: "dbus-daemon",
+    };
+    /// The bus `dbus-run-session` starts.
+    pub const DBUS_DAEMON: Program = Program {
+        name: "dbus-daemon",
+        package: "dbus-daemon",
+    };
+    /// Runs PipeWire and WirePlumber in one session (Essential package).
+    pub const SH: Program = Program {
+        name: "sh",
+        package: "dash",
+    };
+    /// Lets PipeWire come up before WirePlumber (Essential package).
+    pub const SLEEP: Program = Program {
+        name: "sleep",
+        package: "coreutils",
+    };
+    /// Pins a server to CPUs (Essential package).
+    pub const TASKSET: Program = Program {
+        name: "taskset",
+        package: "util-linux",
+    };
+    /// Runs a server at SCHED_FIFO priority (Essential package).
+    pub const CHRT: Program = Program {
+        name: "chrt",
+        package: "util-linux",
+    };
+    /// The test board's SSH server (started as /usr/sbin/sshd).
+    pub const SSHD: Program = Program {
+        name: "sshd",
+        package: "openssh-server",
+    };
+    /// Makes the test board's host and client keys.
+    pub const SSH_KEYGEN: Program = Program {
+        name: "ssh-keygen",
+        package: "openssh-client",
+    };
+    /// The SSH client that reaches the test board.
+    pub const SSH: Program = Program {
+        name: "ssh",
+        package: "openssh-client",
+    };
+}
+
+/// Fails with [`Error::NotInstalled`] for the first of `programs` that is
+/// not in `PATH`.
+fn require(programs: &[Program]) -> Result<(), Error> {
+    match programs.iter().find(|p| !program_exists(p.name)) {
+        Some(p) => Err(Error::NotInstalled {
+            program: p.name,
+            package: p.package,
+        }),
+        None => Ok(()),
+    }
 }
 
 /// ALSA PCM name that plays into the JACK server named by
@@ -69,6 +206,14 @@ pub struct JackConfig {
     pub period: u32,
     /// CPUs the server is pinned to (`None`: no pinning).
     pub cpus: Option<String>,
+    /// Real-time priority of the server (`jackd -P`; `None`: jackd's own
+    /// default, 10). libjack runs every client's process thread 5 below
+    /// it, and that includes the thread of the ALSA `jack` plugin inside a
+    /// player: a player writing at a higher priority on that thread's CPU
+    /// can starve it (traced: `aplay` at FIFO 10 polling in a loop after an
+    /// underrun, its recreated plugin thread at FIFO 5 pinned to the same
+    /// CPU, for minutes).
+    pub priority: Option<u8>,
 }
 
 impl Default for JackConfig {
@@ -77,6 +222,7 @@ impl Default for JackConfig {
             rate: 48_000,
             period: 256,
             cpus: None,
+            priority: None,
         }
     }
 }
@@ -105,14 +251,14 @@ fn program_exists(program: &str) -> bool {
 }
 
 impl JackServer {
+    /// Every program [`JackServer::start`] may start.
+    pub const PROGRAMS: &'static [Program] =
+        &[programs::JACKD, programs::JACK_LSP, programs::TASKSET];
+
     /// Starts `jackd -d dummy` under a server name of its own (another jackd
     /// may hold the default name) and waits until `jack_lsp` answers.
     pub fn start(config: &JackConfig) -> Result<JackServer, Error> {
-        for (program, package) in [("jackd", "jackd2"), ("jack_lsp", "jackd2")] {
-            if !program_exists(program) {
-                return Err(Error::NotInstalled { program, package });
-            }
-        }
+        require(Self::PROGRAMS)?;
         let name = unique_name("xrunbench");
         let log_path = std::env::temp_dir().join(format!("{name}.jackd.log"));
         let log = std::fs::File::create(&log_path).map_err(|source| Error::Spawn {
@@ -131,7 +277,12 @@ impl JackServer {
             }
             None => Command::new("jackd"),
         };
-        cmd.args(["-n", &name, "-d", "dummy", "-r"])
+        cmd.args(["-n", &name]);
+        if let Some(p) = config.priority {
+            // Server options come before the driver's (`-d dummy …`).
+            cmd.args(["-R", "-P", &p.to_string()]);
+        }
+        cmd.args(["-d", "dummy", "-r"])
             .arg(config.rate.to_string())
             .arg("-p")
             .arg(config.period.to_string())
@@ -280,9 +431,19 @@ pub struct PulseConfig {
     pub rate: u32,
     /// CPUs the server (and its keepalive client) are pinned to.
     pub cpus: Option<String>,
-    /// SCHED_FIFO priority for the server (`chrt -f`), so that background
-    /// load cannot starve it into underruns that are not the player's; JACK
-    /// runs its process thread real-time by itself.
+    /// SCHED_FIFO priority for the server and its keepalive client, so that
+    /// background load cannot starve it into underruns that are not the
+    /// player's; JACK runs its process thread real-time by itself.
+    ///
+    /// `chrt -f` alone does not reach the server: PulseAudio resets its main
+    /// thread to SCHED_OTHER at start-up (`pa_reset_priority`, then nice
+    /// −11), and that thread runs the native protocol, every request for
+    /// audio and every byte a client sends. Traced with `xrun-hackbench -g 4`
+    /// beside, it waited up to 61 ms for a CPU and a client with 20 ms
+    /// queued ran dry ("Implicit underrun" in the server's log). So once
+    /// the server answers, its threads that are still SCHED_OTHER get this
+    /// priority; the sink's I/O thread keeps the real-time priority
+    /// PulseAudio gives it.
     pub fifo: Option<u8>,
     /// Warm-up after the keepalive stream starts: an idle null sink renders
     /// up to 2 s ahead, and stalls in that time are absorbed (CI notes).
@@ -327,19 +488,20 @@ fn pinned(program: &str, cpus: &Option<String>, fifo: Option<u8>) -> Command {
 }
 
 impl PulseServer {
+    /// Every program [`PulseServer::start`] may start.
+    pub const PROGRAMS: &'static [Program] = &[
+        programs::PULSEAUDIO,
+        programs::PACTL,
+        programs::PACAT,
+        programs::TASKSET,
+        programs::CHRT,
+    ];
+
     /// Starts `pulseaudio` with a null sink and the native protocol only,
     /// waits until `pactl info` answers, starts the keepalive `pacat` and
     /// waits out the warm-up.
     pub fn start(config: &PulseConfig) -> Result<PulseServer, Error> {
-        for (program, package) in [
-            ("pulseaudio", "pulseaudio"),
-            ("pactl", "pulseaudio-utils"),
-            ("pacat", "pulseaudio-utils"),
-        ] {
-            if !program_exists(program) {
-                return Err(Error::NotInstalled { program, package });
-            }
-        }
+        require(Self::PROGRAMS)?;
         let name = unique_name("xrunbench-pulse");
         let spawn_err = |source| Error::Spawn {
             program: "pulseaudio",
@@ -378,6 +540,9 @@ impl PulseServer {
         .stderr(log_err);
         server.server = Some(cmd.spawn().map_err(spawn_err)?);
         server.wait_ready(Duration::from_secs(5))?;
+        if let (Some(priority), Some(pid)) = (config.fifo, server.pid()) {
+            make_threads_fifo("pulseaudio", pid, priority)?;
+        }
         let keepalive = pinned("pacat", &config.cpus, config.fifo)
             .args([
                 "-p",
@@ -449,6 +614,51 @@ impl PulseServer {
     }
 }
 
+/// Gives every thread of process `pid` that runs under SCHED_OTHER the
+/// SCHED_FIFO `priority`; threads already real-time keep theirs.
+fn make_threads_fifo(program: &'static str, pid: u32, priority: u8) -> Result<(), Error> {
+    let tasks = std::fs::read_dir(format!("/proc/{pid}/task"))
+        .map_err(|source| Error::Spawn { program, source })?;
+    for tid in tasks.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok()) {
+        // SAFETY: plain syscalls on a thread id; param is valid.
+        let failed = unsafe {
+            if libc::sched_getscheduler(tid) & !libc::SCHED_RESET_ON_FORK != libc::SCHED_OTHER {
+                continue;
+            }
+            let param = libc::sched_param {
+                sched_priority: i32::from(priority),
+            };
+            libc::sched_setscheduler(tid, libc::SCHED_FIFO, &param) != 0
+        };
+        if failed {
+            return Err(Error::Scheduling {
+                program,
+                tid,
+                priority,
+                source: io::Error::last_os_error(),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// The processes of process group `pgid`, with their command names.
+fn group_members(pgid: u32) -> Vec<(u32, String)> {
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    dir.filter_map(|e| {
+        let pid: u32 = e.ok()?.file_name().to_str()?.parse().ok()?;
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+        // pid (comm) state ppid pgrp …; comm may hold spaces and parentheses.
+        let (head, tail) = stat.rsplit_once(')')?;
+        let comm = head.split_once('(')?.1.to_string();
+        let group: u32 = tail.split_whitespace().nth(2)?.parse().ok()?;
+        (group == pgid).then_some((pid, comm))
+    })
+    .collect()
+}
+
 /// SIGTERM, then SIGKILL if it has not gone within 3 s; always reaped.
 fn stop_child(mut child: Child) {
     // SAFETY: plain kill(2) on a child we spawned and have not reaped.
@@ -497,20 +707,23 @@ pub struct PipeWireServer {
 }
 
 impl PipeWireServer {
+    /// Every program [`PipeWireServer::start`] may start.
+    pub const PROGRAMS: &'static [Program] = &[
+        programs::DBUS_RUN_SESSION,
+        programs::DBUS_DAEMON,
+        programs::SH,
+        programs::PIPEWIRE,
+        programs::SLEEP,
+        programs::WIREPLUMBER,
+        programs::PW_CLI,
+        programs::TASKSET,
+    ];
+
     /// Starts `pipewire` and `wireplumber` under `dbus-run-session` (pinned
     /// to `cpus` when given), waits until `pw-cli` answers, creates the null
     /// sink and gives WirePlumber a moment to see it.
     pub fn start(cpus: Option<&str>) -> Result<PipeWireServer, Error> {
-        for (program, package) in [
-            ("pipewire", "pipewire-bin"),
-            ("wireplumber", "wireplumber"),
-            ("pw-cli", "pipewire-bin"),
-            ("dbus-run-session", "dbus-bin"),
-        ] {
-            if !program_exists(program) {
-                return Err(Error::NotInstalled { program, package });
-            }
-        }
+        require(Self::PROGRAMS)?;
         let name = unique_name("xrunbench-pw");
         let spawn_err = |source| Error::Spawn {
             program: "pipewire",
@@ -545,6 +758,27 @@ impl PipeWireServer {
         // WirePlumber links new streams to sinks it knows of.
         std::thread::sleep(Duration::from_millis(1500));
         Ok(server)
+    }
+
+    /// Gives the threads PipeWire and WirePlumber left at SCHED_OTHER SCHED_FIFO
+    /// `priority`; their data-loop threads are real-time by their own choice.
+    /// Their main loops connect, negotiate and link a new stream: traced
+    /// with `xrun-hackbench -g 4` beside, they waited 0.5 s and 0.3 s for a
+    /// CPU while a player's stream started, and the run took 2.8 s for a
+    /// 2 s file.
+    pub fn make_real_time(&self, priority: u8) -> Result<(), Error> {
+        let Some(session) = self.session.as_ref().map(Child::id) else {
+            return Ok(());
+        };
+        for (pid, program) in group_members(session) {
+            let program = match program.as_str() {
+                "pipewire" => "pipewire",
+                "wireplumber" => "wireplumber",
+                _ => continue,
+            };
+            make_threads_fifo(program, pid, priority)?;
+        }
+        Ok(())
     }
 
     fn wait_for(&mut self, limit: Duration, args: &[&str]) -> Result<(), Error> {

@@ -25,12 +25,21 @@ pub struct BenchArgs {
 pub enum What {
     /// xrun-player against aplay on the same PCM: CPU time and max RSS.
     Player(player::Args),
-    /// xrun-hackbench against rt-tests hackbench: time and context switches.
+    /// xrun-hackbench against rt-tests hackbench: per mode, the paired
+    /// time ratio with its 95 % interval and a matches/differs/undecided
+    /// verdict; CPU time and context switches beside it.
     Hackbench(hackbench::Args),
 }
 
-/// Runs the chosen benchmark.
+/// Installs what the chosen benchmark needs, then runs it.
 pub fn run(args: &BenchArgs) -> Result<ExitCode> {
+    let needs = match &args.what {
+        What::Player(_) => &crate::deps::BENCH_PLAYER,
+        What::Hackbench(_) => &crate::deps::BENCH_HACKBENCH,
+    };
+    if let Err(e) = crate::deps::ensure(needs) {
+        return Ok(e.report());
+    }
     match &args.what {
         What::Player(a) => player::run(a),
         What::Hackbench(a) => hackbench::run(a),

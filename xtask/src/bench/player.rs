@@ -15,9 +15,9 @@ use anyhow::{bail, Context, Result};
 use xrunbench_soundserver::{HintedJackPcm, JackConfig, JackServer, HINTED_JACK_PCM};
 
 use super::stats::{median, wait_with_cost, ChildCost};
-use crate::deps;
-use crate::run::scenario::{SampleFormat, ToneSpec};
 use crate::util::build_release_binaries;
+use xrunbench_schema::trial::ToneSpec;
+use xrunbench_schema::SampleFormat;
 
 /// Arguments of `cargo xtask bench player`.
 #[derive(clap::Args)]
@@ -50,7 +50,7 @@ impl Drop for ShmWav {
     }
 }
 
-/// 16-bit stereo 48 kHz, 440 Hz (the runner's tone writer): what aplay
+/// 16-bit stereo 48 kHz, 440 Hz (crates/wav's tone writer): what aplay
 /// plays by default.
 fn write_tone(seconds: f64) -> Result<ShmWav> {
     let wav = ShmWav(PathBuf::from(format!(
@@ -64,7 +64,7 @@ fn write_tone(seconds: f64) -> Result<ShmWav> {
         channels: 2,
         format: SampleFormat::S16Le,
     };
-    crate::run::wav::write_tone(&wav.0, &tone)?;
+    xrunbench_wav::write_tone(&wav.0, &tone, 10.0)?;
     Ok(wav)
 }
 
@@ -120,7 +120,6 @@ const TOOLS: [&str; 3] = ["aplay", "xrun-player alsa", "xrun-player cpal"];
 
 /// Runs the benchmark.
 pub fn run(args: &Args) -> Result<ExitCode> {
-    deps::ensure(deps::TEST_PACKAGES)?;
     let bin = build_release_binaries(&["xrunbench-player"])?.join("xrun-player");
     let server = match args.device {
         Some(_) => None,

@@ -1,6 +1,7 @@
 //! `cargo xtask bisect SCENARIO --baseline RUN_DIR`: one step of
 //! `git bisect run`. Runs trials of the scenario's configuration one at a
-//! time (knobs journaled and restored by the runner's trial code), tests
+//! time (each by `xrun-trial` on the target, in the run session `run`
+//! uses: knobs journaled, read back and restored there), tests
 //! them against the baseline's trials after each one with the sequential
 //! rule of [`rule`], and exits as git bisect wants:
 //!
@@ -8,27 +9,26 @@
 //! |---|---|
 //! | 0 | good: no regression beyond the threshold |
 //! | 1 | bad: regression beyond the threshold |
-//! | 125 | could not test this commit: the scenario does not load or does not fit this machine (kernel mismatch, device or knob missing), the build or a trial failed |
+//! | 125 | could not test this commit: the scenario does not load or does not fit this machine (kernel mismatch, device or knob missing), the build or a trial failed; or the rule is still undecided at `--max-trials` |
 //! | 128 | usage error or unusable baseline (unreadable, too few trials, or a run of another scenario): aborts the whole bisection (it would fail on every commit) |
 //! | 130 | interrupted (SIGINT/SIGTERM): aborts the bisection |
 //!
 //! A measurement never exits ≥ 128.
 
+pub mod alternatives;
+pub mod population;
 pub mod rule;
 pub mod sim;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::time::SystemTime;
 
 use self::rule::{Decision, Rule};
-use crate::compare::load::RunDir;
 use crate::compare::metrics::Metric;
-use crate::run::journal::{self, MachineLock};
-use crate::run::knobs::SysPaths;
+use crate::results::{default_results_root, Outcome, RunDir, RunManifest, RunWriter};
 use crate::run::plan::PlannedTrial;
-use crate::run::trial::{self, Binaries, TrialContext, TrialEnd};
-use crate::run::{fingerprint, scenario, signals, store, validate, Outcome, RunManifest};
+use crate::run::session::{Session, SessionArgs, SetupError, TrialEnd};
+use crate::run::{scenario, signals};
 
 /// git bisect: good.
 const EXIT_GOOD: u8 = 0;
@@ -64,7 +64,7 @@ pub struct BisectArgs {
     /// (of one trial's resolution when the baseline is 0). 100 = twice as bad.
     #[arg(long, value_name = "PCT", default_value_t = 100.0)]
     pub threshold: f64,
-    /// Most trials before a forced verdict.
+    /// Most trials; still undecided then: skip (125).
     #[arg(long, value_name = "N", default_value_t = 10)]
     pub max_trials: usize,
     /// Probability of each wrong verdict (false bad, false good) allowed.
@@ -73,7 +73,8 @@ pub struct BisectArgs {
     /// Where the step's run directory goes (default: <workspace>/results).
     #[arg(long, value_name = "DIR")]
     pub results_dir: Option<PathBuf>,
-    /// Use xrun-player and xrun-hackbench from DIR instead of building them.
+    /// Use xrun-trial, xrun-player and xrun-hackbench from DIR instead of
+    /// building them.
     #[arg(long, value_name = "DIR")]
     pub bin_dir: Option<PathBuf>,
 }
@@ -117,13 +118,28 @@ fn step(args: &BisectArgs) -> Result<u8, Stop> {
     let base_config = baseline_config(args, &base, &config)?;
     check_same_scenario(args, &base, &base_config, &scenario, &config)?;
     let baseline = baseline_values(args, &base, &base_config)?;
-    let checked = validate::check_system(
+    // A machine that cannot build or run the binaries fails on every
+    // commit alike: abort rather than skip.
+    crate::deps::ensure(crate::deps::for_run(
+        args.bin_dir.is_some(),
+        scenario.target.is_some(),
+    ))
+    .map_err(|e| abort(e.to_string()))?;
+    let mut session = match Session::open(SessionArgs {
+        file,
         scenario,
-        std::slice::from_ref(&config),
-        &SysPaths::default(),
-    )
-    .map_err(|lines| skip(lines.join("; ")))?;
-    let scenario = checked.scenario;
+        only: std::slice::from_ref(&config),
+        bin_dir: args.bin_dir.clone(),
+        read_only: false,
+    }) {
+        Ok(s) => s,
+        Err(SetupError::BadInput(lines)) => return Err(skip(lines.join("; "))),
+        Err(SetupError::Interrupted(_)) => {
+            return Err(Stop(EXIT_INTERRUPTED, "stopped by a signal".into()))
+        }
+        Err(SetupError::Failed(e)) => return Err(skip(format!("{e:#}"))),
+    };
+    let scenario = session.scenario.clone();
     let resolution = args.metric.resolution(scenario.duration.as_secs_f64());
     let rule = Rule::new(
         &baseline,
@@ -135,7 +151,8 @@ fn step(args: &BisectArgs) -> Result<u8, Stop> {
     );
     println!(
         "bisect: {} `{config}` vs baseline {} ({} trials, mean {:.3} {} = {}); bad if worse by {}%: \
-         midpoint {:.3}; per-look level {}",
+         bad state mean {:.3}{}; per-look level {} for bad, {} for good; undecided at {} trials = \
+         skip",
         scenario.name,
         base.path.display(),
         baseline.len(),
@@ -144,47 +161,27 @@ fn step(args: &BisectArgs) -> Result<u8, Stop> {
         args.metric.describe(),
         args.threshold,
         rule.reference_mean(),
+        if rule.sparse() {
+            " (sparse baseline: good = fewer than half the trials with any, by a sign test)"
+        } else {
+            ""
+        },
         describe_levels(rule.levels()),
+        describe_levels(rule.levels_better()),
+        args.max_trials,
     );
-    let bins = binaries(args, scenario.configs[0].load.is_some())?;
-    let lock = MachineLock::acquire().map_err(|e| skip(format!("{e:#}")))?;
     let results_root = args
         .results_dir
         .clone()
-        .unwrap_or_else(store::default_results_root);
-    for line in
-        journal::replay_leftovers(&results_root, &lock).map_err(|e| skip(format!("{e:#}")))?
-    {
-        eprintln!("xtask: {line}");
-    }
-    let audio =
-        crate::run::PreparedAudio::prepare(&scenario).map_err(|e| skip(format!("{e:#}")))?;
-    let run_dir = store::create_run_dir(&results_root, &scenario.name, Some("bisect"))
+        .unwrap_or_else(default_results_root);
+    let out = RunWriter::create(&results_root, &scenario.name, Some("bisect"))
         .map_err(|e| skip(format!("{e:#}")))?;
-    let mut manifest = RunManifest {
-        schema: crate::run::RUN_SCHEMA.into(),
-        started_at: store::rfc3339(SystemTime::now()),
-        label: Some("bisect".into()),
-        scenario_file: file,
-        scenario: scenario.clone(),
-        skipped: checked.skipped.clone(),
-        plan: Vec::new(),
-        fingerprint: fingerprint::collect(),
-        outcome: None,
-    };
-    let write_manifest = |m: &RunManifest| {
-        store::write_json(&run_dir.join("run.json"), m).map_err(|e| skip(format!("{e:#}")))
-    };
+    let run_dir = out.dir();
+    let mut manifest = session.manifest(Some("bisect".into()), Vec::new());
+    let write_manifest = |m: &RunManifest| out.manifest(m).map_err(|e| skip(format!("{e:#}")));
     write_manifest(&manifest)?;
-    let ctx = TrialContext {
-        scenario: &scenario,
-        sys: &SysPaths::default(),
-        run_dir: &run_dir,
-        bins: &bins,
-        wavs: &audio.files,
-        lock: &lock,
-    };
-    let result = trials(&ctx, args, &rule, &config);
+    let result = trials(&mut session, run_dir, args, &rule, &config);
+    session.finish();
     manifest.outcome = Some(match &result {
         Ok(_) => Outcome::Completed,
         Err(Stop(EXIT_INTERRUPTED, _)) => Outcome::Interrupted {
@@ -255,9 +252,15 @@ fn check_same_scenario(
     scenario: &scenario::Scenario,
     config: &str,
 ) -> Result<(), Stop> {
-    let manifest = base.path.join("run.json");
-    let recorded = recorded_scenario(&manifest)?;
-    let Some(theirs) = recorded.fingerprint(base_config) else {
+    let manifest = base.manifest_path();
+    let Some(recorded) = &base.manifest else {
+        return Err(abort(format!(
+            "{}: not found: the baseline must be a run directory of `cargo xtask run`, which \
+             records its scenario there",
+            manifest.display()
+        )));
+    };
+    let Some(theirs) = recorded.scenario.fingerprint(base_config) else {
         return Err(abort(format!(
             "{}: its scenario has no configuration `{base_config}`: cannot check that the \
              baseline ran the same scenario",
@@ -283,29 +286,6 @@ fn check_same_scenario(
     )))
 }
 
-/// The resolved scenario a run directory's `run.json` recorded.
-fn recorded_scenario(manifest: &std::path::Path) -> Result<scenario::Scenario, Stop> {
-    #[derive(serde::Deserialize)]
-    struct Recorded {
-        scenario: scenario::Scenario,
-    }
-    let text = std::fs::read_to_string(manifest).map_err(|e| {
-        abort(format!(
-            "{}: cannot read it ({e}): the baseline must be a run directory of \
-             `cargo xtask run`, which records its scenario there",
-            manifest.display()
-        ))
-    })?;
-    serde_json::from_str::<Recorded>(&text)
-        .map(|r| r.scenario)
-        .map_err(|e| {
-            abort(format!(
-                "{}: expected the scenario the baseline ran (xrunbench.run/1): {e}",
-                manifest.display()
-            ))
-        })
-}
-
 fn baseline_values(args: &BisectArgs, base: &RunDir, name: &str) -> Result<Vec<f64>, Stop> {
     let values: Vec<f64> = base
         .trials_of(name)
@@ -324,28 +304,10 @@ fn baseline_values(args: &BisectArgs, base: &RunDir, name: &str) -> Result<Vec<f
     Ok(values)
 }
 
-fn binaries(args: &BisectArgs, needs_load: bool) -> Result<Binaries, Stop> {
-    let dir = match &args.bin_dir {
-        Some(d) => d.clone(),
-        None => crate::util::build_release_binaries(&["xrunbench-player", "xrunbench-hackbench"])
-            .map_err(|e| skip(format!("building the board binaries: {e:#}")))?,
-    };
-    let bins = Binaries {
-        player: dir.join("xrun-player"),
-        hackbench: dir.join("xrun-hackbench"),
-    };
-    if !bins.player.is_file() || (needs_load && !bins.hackbench.is_file()) {
-        return Err(skip(format!(
-            "xrun-player or xrun-hackbench missing in {}",
-            dir.display()
-        )));
-    }
-    Ok(bins)
-}
-
 /// Runs trials until the rule decides; prints one line per trial.
 fn trials(
-    ctx: &TrialContext<'_>,
+    session: &mut Session,
+    run_dir: &Path,
     args: &BisectArgs,
     rule: &Rule,
     config: &str,
@@ -361,7 +323,7 @@ fn trials(
             config_name: config.to_string(),
             k: k as u32,
         };
-        let record = match trial::run_trial(ctx, &planned) {
+        let record = match session.run_trial(&planned, run_dir, &mut |_| {}) {
             Ok(TrialEnd::Done(r)) => r,
             Ok(TrialEnd::Interrupted) => {
                 return Err(Stop(
@@ -369,13 +331,13 @@ fn trials(
                     "stopped by a signal; knobs restored".into(),
                 ))
             }
-            Err(e) => return Err(skip(format!("trial {k} failed: {e:#}"))),
+            Ok(TrialEnd::Failed(why)) => {
+                return Err(skip(format!("trial {k} could not run: {why}")))
+            }
+            Ok(TrialEnd::Lost(why)) => return Err(skip(format!("trial {k} was lost: {why}"))),
+            Ok(TrialEnd::Unreachable(why)) => return Err(skip(format!("trial {k}: {why}"))),
+            Err(e) => return Err(skip(format!("trial {k}: {e:#}"))),
         };
-        let path = ctx
-            .run_dir
-            .join("trials")
-            .join(format!("{}.json", planned.stem()));
-        store::write_json(&path, &record).map_err(|e| skip(format!("{e:#}")))?;
         let Some(v) = args.metric.of(&record) else {
             return Err(skip(format!("trial {k} has no {}", args.metric.label())));
         };
@@ -385,38 +347,45 @@ fn trials(
         match look.decision {
             Decision::Good => return Ok(EXIT_GOOD),
             Decision::Bad => return Ok(EXIT_BAD),
+            Decision::Undecided => return Ok(EXIT_SKIP),
             Decision::Continue => {}
         }
     }
-    // The rule forces a verdict at max_trials; this is unreachable.
+    // The rule is undecided at max_trials at the latest; unreachable.
     Ok(EXIT_SKIP)
 }
 
-/// The per-trial line: value, running mean vs midpoint, both p against the
-/// level, and the verdict.
+/// The per-trial line: value, running mean vs the baseline's and the bad
+/// reference's, both p against the level, and the verdict.
 fn explain(k: usize, args: &BisectArgs, rule: &Rule, values: &[f64], look: &rule::Look) -> String {
     let mean = values.iter().sum::<f64>() / values.len() as f64;
-    let verdict = match (look.decision, look.forced) {
-        (Decision::Good, false) => "GOOD (better than the midpoint)".to_string(),
-        (Decision::Bad, false) => "BAD (worse than the midpoint)".to_string(),
-        (Decision::Good, true) => "GOOD (forced at --max-trials: mean on the good side)".into(),
-        (Decision::Bad, true) => "BAD (forced at --max-trials: mean on the bad side)".into(),
-        (Decision::Continue, _) if look.level == 0.0 => {
+    let verdict = match look.decision {
+        Decision::Good => "GOOD (better than the bad state)".to_string(),
+        Decision::Bad => "BAD (worse than the baseline)".to_string(),
+        Decision::Undecided => format!(
+            "UNDECIDED after --max-trials {}: skip (125), a guess would be a coin toss; \
+             more baseline trials or a higher --max-trials decide more often",
+            args.max_trials
+        ),
+        Decision::Continue if look.level == 0.0 && look.level_better == 0.0 => {
             "continue (too few trials to reach the level yet)".into()
         }
-        (Decision::Continue, _) => "continue".into(),
+        Decision::Continue => "continue".into(),
     };
     format!(
-        "bisect: trial {k}/{}: {} {:.3}; mean {:.3} vs midpoint {:.3}; p(worse) {:.4}, \
-         p(better) {:.4}, level {:.4}: {verdict}",
+        "bisect: trial {k}/{}: {} {:.3}; mean {:.3} vs baseline {:.3}, bad {:.3}; \
+         p(worse than baseline) {:.4} (level {:.4}), p(better than bad) {:.4} (level {:.4}): \
+         {verdict}",
         args.max_trials,
         args.metric.label(),
         values[values.len() - 1],
         mean,
+        rule.baseline_mean(),
         rule.reference_mean(),
         look.p_worse,
-        look.p_better,
         look.level,
+        look.p_better,
+        look.level_better,
     )
 }
 

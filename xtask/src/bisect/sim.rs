@@ -1,22 +1,40 @@
-//! `cargo xtask bisect-sim`: how many trials the sequential rule needs to
-//! decide a change of underruns, against a fixed-n test with the same
-//! error rates — a Monte Carlo experiment on a model of underrun counts.
+//! `cargo xtask bisect-sim`: how often a bisect step's rule is wrong, how
+//! often it cannot decide (125), how many trials it takes, against a
+//! fixed-size test at the same error rates, and how many of its wrong
+//! steps the culprit confirmation of `bisect-run` would catch — a Monte
+//! Carlo experiment.
 //!
-//! Model: each trial's underrun count is Poisson with a rate that itself
-//! varies from trial to trial (gamma, shape `--shape`): the overdispersed
-//! counts real trials give. "Good" commits have the baseline mean, "bad"
-//! ones `--factor` times it.
+//! Trials come from a model or from real runs:
+//!
+//! - model: each trial's count is Poisson with a rate that itself varies
+//!   from trial to trial (gamma, shape `--shape`; `inf` = plain Poisson):
+//!   the overdispersed counts real trials give. Good commits have the
+//!   baseline's mean, bad ones `--factor` times it.
+//! - `--from RUN_DIR… --good CONFIG --bad CONFIG`: trials drawn with
+//!   replacement from those configurations' trials (bootstrap);
+//!   `--thin` instead makes the good population the bad one with each
+//!   underrun kept with probability 1 / `--factor` (real trials at exactly
+//!   the threshold).
+//!
+//! Every step draws a fresh baseline of `--baseline-trials` good trials, as
+//! `cargo xtask run --trials N` at the good commit does. The same seed
+//! gives every rule the same baselines and trials.
 
+use std::path::PathBuf;
 use std::process::ExitCode;
 
-use super::rule::{Decision, Rule};
-use crate::compare::metrics::Direction;
-use crate::compare::stats;
+use anyhow::bail;
+
+use super::alternatives::{Midpoint, PoissonSprt, StepRule};
+use super::population::{self, Population};
+use super::rule::{confirm, Confirmation, Decision, Rule, CONFIRM_TRIALS};
+use crate::compare::metrics::{Direction, Metric};
+use crate::compare::stats::{self, Rng};
 
 /// Arguments of `cargo xtask bisect-sim`.
 #[derive(clap::Args, Debug)]
 pub struct SimArgs {
-    /// Simulated bisect steps per hypothesis.
+    /// Simulated bisect steps per hypothesis (good, bad).
     #[arg(long, default_value_t = 2000)]
     pub runs: usize,
     /// Baseline trials.
@@ -25,211 +43,746 @@ pub struct SimArgs {
     /// --max-trials of the rule.
     #[arg(long, default_value_t = 10)]
     pub max_trials: usize,
-    /// Mean underruns per trial at the good state.
+    /// Model: mean count per trial at the good state.
     #[arg(long, default_value_t = 5.0)]
     pub mean: f64,
-    /// Factor of the bad state (2 = twice the underruns).
+    /// Factor of the bad state (2 = twice the underruns); the threshold is
+    /// (factor − 1) × 100 % unless --threshold says otherwise.
     #[arg(long, default_value_t = 2.0)]
     pub factor: f64,
-    /// Gamma shape of the per-trial rate (smaller = more trial-to-trial
-    /// spread; infinity = plain Poisson).
+    /// Model: gamma shape of the per-trial rate (smaller = more
+    /// trial-to-trial spread; `inf` = plain Poisson).
     #[arg(long, default_value_t = 4.0)]
     pub shape: f64,
     /// --alpha of the rule.
     #[arg(long, default_value_t = 0.05)]
     pub alpha: f64,
+    /// --threshold of the rule, percent (default: from --factor).
+    #[arg(long, value_name = "PCT")]
+    pub threshold: Option<f64>,
+    /// Rules to weigh (comma-separated).
+    #[arg(long, value_enum, value_delimiter = ',', default_value = "bisect")]
+    pub rule: Vec<RuleKind>,
+    /// Bootstrap from these run directories instead of the model.
+    #[arg(long, value_name = "RUN_DIR")]
+    pub from: Vec<PathBuf>,
+    /// With --from: the good state's configuration.
+    #[arg(long, value_name = "CONFIG")]
+    pub good: Option<String>,
+    /// With --from: the bad state's configuration.
+    #[arg(long, value_name = "CONFIG")]
+    pub bad: Option<String>,
+    /// With --from: the good state is the bad configuration's trials with
+    /// each underrun kept with probability 1 / --factor.
+    #[arg(long)]
+    pub thin: bool,
+    /// With --from: the metric the rule decides on.
+    #[arg(long, value_enum, default_value_t = Metric::Underruns)]
+    pub metric: Metric,
+    /// Sweep the model over means 1–50, shapes 1–∞ and factors 1.5–4
+    /// (error rates and skips only; no fixed-size benchmark).
+    #[arg(long)]
+    pub grid: bool,
+    /// Skip the fixed-size benchmark (it costs most of the time).
+    #[arg(long)]
+    pub no_fixed: bool,
     /// Random seed.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
 }
 
-/// Runs the experiment and prints the comparison.
-pub fn run(a: &SimArgs) -> anyhow::Result<ExitCode> {
-    let mut rng = Rng(super::rule::Rng(a.seed.max(1)));
-    let threshold = (a.factor - 1.0) * 100.0;
-    let mut seq = [Tally::default(), Tally::default()];
-    let max_fixed = 40;
-    let mut fixed_wrong = [vec![0usize; max_fixed + 1], vec![0usize; max_fixed + 1]];
-    for (h, mean) in [a.mean, a.mean * a.factor].into_iter().enumerate() {
-        for _ in 0..a.runs {
-            let base: Vec<f64> = (0..a.baseline_trials)
-                .map(|_| rng.count(a.mean, a.shape))
-                .collect();
-            let rule = Rule::new(
-                &base,
-                Direction::LowerIsBetter,
-                1.0,
-                threshold,
-                a.alpha,
-                a.max_trials,
-            );
-            let stream: Vec<f64> = (0..max_fixed.max(a.max_trials))
-                .map(|_| rng.count(mean, a.shape))
-                .collect();
-            let (k, d) = sequential(&rule, &stream);
-            seq[h].add(k, wrong(h, d));
-            let reference: Vec<f64> = base
-                .iter()
-                .map(|b| b + (rule.reference_mean() - rule.baseline_mean()))
-                .collect();
-            for n in 1..=max_fixed {
-                if wrong(h, fixed(&stream[..n], &reference)) {
-                    fixed_wrong[h][n] += 1;
-                }
+/// A rule the simulation can run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum RuleKind {
+    /// The rule `bisect` uses ([`Rule`]).
+    Bisect,
+    /// The pre-issue-12 midpoint rule, undecided (125) at the cap.
+    Midpoint,
+    /// The pre-issue-12 midpoint rule as it shipped: the means decide at
+    /// the cap.
+    MidpointForced,
+    /// Wald's SPRT on the Poisson counts (conditional on the total).
+    PoissonSprt,
+}
+
+impl RuleKind {
+    fn name(self) -> &'static str {
+        match self {
+            RuleKind::Bisect => "bisect",
+            RuleKind::Midpoint => "midpoint",
+            RuleKind::MidpointForced => "midpoint-forced",
+            RuleKind::PoissonSprt => "poisson-sprt",
+        }
+    }
+}
+
+/// Where a hypothesis's trials come from.
+enum Source<'a> {
+    /// Gamma–Poisson counts.
+    Model { mean: f64, shape: f64 },
+    /// Real trials, redrawn.
+    Trials(&'a Population),
+    /// Real trials with each underrun kept with this probability.
+    Thinned(&'a Population, f64),
+}
+
+impl Source<'_> {
+    fn draw(&self, rng: &mut Rng, metric: Metric) -> f64 {
+        match self {
+            Source::Model { mean, shape } => count(rng, *mean, *shape),
+            Source::Trials(p) => p.draw(rng).value,
+            Source::Thinned(p, keep) => {
+                let t = p.draw(rng).clone();
+                t.thinned(*keep, metric, rng)
             }
         }
     }
-    let rate = |w: usize| w as f64 / a.runs as f64;
-    println!(
-        "model: underruns/trial ~ Poisson(Gamma(shape {}, mean {})); bad = x{}; baseline {} trials; \
-         rule: --max-trials {} --alpha {} --threshold {}; {} runs per hypothesis",
-        a.shape, a.mean, a.factor, a.baseline_trials, a.max_trials, a.alpha, threshold, a.runs
-    );
-    let first = |v: Vec<f64>| {
-        v.iter()
-            .position(|l| *l > 0.0)
-            .map(|i| format!("{:.4} from trial {}", v[i], i + 1))
-            .unwrap_or_else(|| "none".into())
-    };
-    println!(
-        "per-look level: calibrated {} (Bonferroni would be {})",
-        first(super::rule::calibrated_levels(
-            a.alpha,
-            a.baseline_trials,
-            a.max_trials
-        )),
-        first(super::rule::spend(a.alpha, a.baseline_trials, a.max_trials))
-    );
-    for (h, name) in ["good (x1)", "bad (x{f})"].iter().enumerate() {
-        println!(
-            "sequential, {:<10}: mean trials {:.2}, wrong verdicts {:.2}%, forced at the cap {:.1}%",
-            name.replace("{f}", &a.factor.to_string()),
-            seq[h].trials as f64 / a.runs as f64,
-            100.0 * rate(seq[h].wrong),
-            100.0 * seq[h].capped as f64 / a.runs as f64
-        );
+}
+
+/// Everything one row of the table needs besides the rule.
+struct Scenario<'a> {
+    name: String,
+    good: Source<'a>,
+    bad: Source<'a>,
+    metric: Metric,
+    resolution: f64,
+    direction: Direction,
+    threshold: f64,
+    factor: f64,
+}
+
+/// Runs the experiment and prints the table.
+pub fn run(a: &SimArgs) -> anyhow::Result<ExitCode> {
+    check(a)?;
+    if a.grid {
+        return grid(a);
     }
-    let target = [rate(seq[0].wrong), rate(seq[1].wrong)];
-    let n_same = (1..=max_fixed)
-        .find(|&n| rate(fixed_wrong[0][n]) <= target[0] && rate(fixed_wrong[1][n]) <= target[1]);
-    for n in [1, 2, 3, 4, 5, 6, 8, 10, 12, 16, 20] {
-        println!(
-            "fixed n = {n:>2}: wrong verdicts good {:.2}%, bad {:.2}%",
-            100.0 * rate(fixed_wrong[0][n]),
-            100.0 * rate(fixed_wrong[1][n])
-        );
-    }
-    let avg = (seq[0].trials + seq[1].trials) as f64 / (2 * a.runs) as f64;
-    match n_same {
-        Some(n) => println!(
-            "=> sequential: {avg:.2} trials per step on average; fixed-n needs {n} for the same error rates"
-        ),
-        None => println!("=> sequential: {avg:.2} trials per step; no fixed n <= {max_fixed} matches its error rates"),
+    let pops = populations(a)?;
+    let scn = scenario(a, &pops);
+    println!(
+        "bisect-sim: {}; baseline {} trials; --max-trials {} --alpha {} --threshold {}; \
+         {} steps per hypothesis, seed {}; per-look level {}",
+        scn.name,
+        a.baseline_trials,
+        a.max_trials,
+        a.alpha,
+        scn.threshold,
+        a.runs,
+        a.seed,
+        describe_level(a),
+    );
+    let mut fixed = (!a.no_fixed).then(|| Fixed::new(a, &scn));
+    println!("{HEADER}");
+    for &kind in &a.rule {
+        let tallies = simulate(a, &scn, kind);
+        println!("{}", row(kind, &tallies, fixed.as_mut(), a.alpha));
     }
     Ok(ExitCode::SUCCESS)
 }
 
-#[derive(Default)]
-struct Tally {
-    trials: usize,
-    wrong: usize,
-    capped: usize,
-}
-
-impl Tally {
-    fn add(&mut self, (k, forced): (usize, bool), wrong: bool) {
-        self.trials += k;
-        self.wrong += wrong as usize;
-        self.capped += forced as usize;
+fn check(a: &SimArgs) -> anyhow::Result<()> {
+    if a.runs == 0 || a.max_trials == 0 || a.baseline_trials < 2 {
+        bail!("--runs and --max-trials must be at least 1, --baseline-trials at least 2");
     }
-}
-
-fn wrong(hypothesis: usize, d: Decision) -> bool {
-    match hypothesis {
-        0 => d != Decision::Good,
-        _ => d != Decision::Bad,
+    if !(a.alpha > 0.0 && a.alpha < 0.5) {
+        bail!(
+            "--alpha {}: expected a probability between 0 and 0.5",
+            a.alpha
+        );
     }
-}
-
-/// Trials used (and whether the cap forced it) and the verdict.
-fn sequential(rule: &Rule, stream: &[f64]) -> ((usize, bool), Decision) {
-    for k in 1..=stream.len() {
-        let look = rule.look(&stream[..k]);
-        if look.decision != Decision::Continue {
-            return ((k, look.forced), look.decision);
+    if !(a.factor > 1.0 && a.factor.is_finite()) {
+        bail!("--factor {}: expected a finite number above 1", a.factor);
+    }
+    if a.shape.is_nan() || a.shape <= 0.0 || !(a.mean > 0.0 && a.mean.is_finite()) {
+        bail!("--shape and --mean must be positive (--shape may be inf)");
+    }
+    if a.threshold.is_some_and(|t| !(t > 0.0 && t.is_finite())) {
+        bail!("--threshold must be a positive percentage");
+    }
+    if a.from.is_empty() && (a.good.is_some() || a.bad.is_some() || a.thin) {
+        bail!("--good, --bad and --thin need --from RUN_DIR");
+    }
+    if !a.from.is_empty() {
+        if a.grid {
+            bail!("--grid sweeps the model; it does not take --from");
+        }
+        if a.bad.is_none() || (a.good.is_none() != a.thin) {
+            bail!("--from needs --bad CONFIG and either --good CONFIG or --thin");
+        }
+        if a.thin && !Population::thinnable(a.metric) {
+            bail!(
+                "--thin thins underrun events: --metric underruns or gap-per-min, not {}",
+                a.metric.label()
+            );
         }
     }
-    ((stream.len(), true), Decision::Good)
+    Ok(())
 }
 
-/// The fixed-n test: all n trials, then whichever one-sided MWU p against
-/// the midpoint is smaller (ties: the means).
-fn fixed(new: &[f64], reference: &[f64]) -> Decision {
-    let Some(m) = stats::mann_whitney(new, reference) else {
-        return Decision::Good;
+/// (good, bad) populations of --from.
+fn populations(a: &SimArgs) -> anyhow::Result<Option<(Population, Population)>> {
+    let Some(bad) = &a.bad else { return Ok(None) };
+    let bad = population::load(&a.from, bad, a.metric).map_err(anyhow::Error::msg)?;
+    let good = match &a.good {
+        Some(g) => population::load(&a.from, g, a.metric).map_err(anyhow::Error::msg)?,
+        None => bad.clone(),
     };
-    if m.p_greater < m.p_less {
-        Decision::Bad
-    } else if m.p_less < m.p_greater {
-        Decision::Good
-    } else {
-        let mn = new.iter().sum::<f64>() / new.len() as f64;
-        let mr = reference.iter().sum::<f64>() / reference.len() as f64;
-        if mn > mr {
-            Decision::Bad
-        } else {
-            Decision::Good
-        }
-    }
+    Ok(Some((good, bad)))
 }
 
-/// The rule's generator plus the distributions the model needs.
-struct Rng(super::rule::Rng);
-
-impl Rng {
-    fn uniform(&mut self) -> f64 {
-        self.0.uniform()
-    }
-
-    fn normal(&mut self) -> f64 {
-        let (u1, u2) = (self.uniform(), self.uniform());
-        (-2.0 * u1.ln()).sqrt() * (2.0 * std::f64::consts::PI * u2).cos()
-    }
-    /// Gamma(shape, scale 1), Marsaglia–Tsang (shape ≥ 1; boosted below).
-    fn gamma(&mut self, shape: f64) -> f64 {
-        if shape < 1.0 {
-            return self.gamma(shape + 1.0) * self.uniform().powf(1.0 / shape);
-        }
-        let d = shape - 1.0 / 3.0;
-        let c = 1.0 / (9.0 * d).sqrt();
-        loop {
-            let x = self.normal();
-            let v = (1.0 + c * x).powi(3);
-            if v > 0.0 && self.uniform().ln() < 0.5 * x * x + d - d * v + d * v.ln() {
-                return d * v;
+fn scenario<'a>(a: &SimArgs, pops: &'a Option<(Population, Population)>) -> Scenario<'a> {
+    // Rounded so that ×1.2 prints as 20, not 19.999999999999996.
+    let threshold = a
+        .threshold
+        .unwrap_or(((a.factor - 1.0) * 100.0 * 1e9).round() / 1e9);
+    match pops {
+        None => Scenario {
+            name: format!(
+                "model: Poisson(Gamma(shape {}, mean {})), bad ×{}",
+                a.shape, a.mean, a.factor
+            ),
+            good: Source::Model {
+                mean: a.mean,
+                shape: a.shape,
+            },
+            bad: Source::Model {
+                mean: a.mean * a.factor,
+                shape: a.shape,
+            },
+            metric: Metric::Underruns,
+            resolution: 1.0,
+            direction: Direction::LowerIsBetter,
+            threshold,
+            factor: a.factor,
+        },
+        Some((good, bad)) => {
+            let (good_src, name) = if a.thin {
+                (
+                    Source::Thinned(bad, 1.0 / a.factor),
+                    format!(
+                        "{} thinned ×1/{} vs {}, {}",
+                        bad.name,
+                        a.factor,
+                        bad.name,
+                        a.metric.label()
+                    ),
+                )
+            } else {
+                (
+                    Source::Trials(good),
+                    format!("{} vs {}, {}", good.name, bad.name, a.metric.label()),
+                )
+            };
+            Scenario {
+                name,
+                good: good_src,
+                bad: Source::Trials(bad),
+                metric: a.metric,
+                resolution: a.metric.resolution(bad.trial_seconds),
+                direction: a.metric.direction(),
+                threshold,
+                factor: a.factor,
             }
         }
     }
+}
 
-    fn poisson(&mut self, lambda: f64) -> f64 {
-        // Knuth's product method; rates here are small.
-        let l = (-lambda).exp();
-        let (mut k, mut p) = (0.0, 1.0);
+fn describe_level(a: &SimArgs) -> String {
+    let levels = stats::sequential_mwu_levels(a.alpha, a.baseline_trials, a.max_trials);
+    match levels.iter().position(|l| *l > 0.0) {
+        Some(i) => format!("{:.4} from trial {}", levels[i], i + 1),
+        None => "none (the baseline is too small)".into(),
+    }
+}
+
+fn make_rule(a: &SimArgs, scn: &Scenario, kind: RuleKind, base: &[f64]) -> Box<dyn StepRule> {
+    let (d, r, t, al, max) = (
+        scn.direction,
+        scn.resolution,
+        scn.threshold,
+        a.alpha,
+        a.max_trials,
+    );
+    match kind {
+        RuleKind::Bisect => Box::new(Rule::new(base, d, r, t, al, max)),
+        RuleKind::Midpoint => Box::new(Midpoint::new(base, d, r, t, al, max, false)),
+        RuleKind::MidpointForced => Box::new(Midpoint::new(base, d, r, t, al, max, true)),
+        RuleKind::PoissonSprt => Box::new(PoissonSprt::new(base, r, scn.factor, al, max)),
+    }
+}
+
+/// One hypothesis's outcomes.
+#[derive(Default, Clone)]
+struct Tally {
+    runs: usize,
+    trials: usize,
+    wrong: usize,
+    undecided: usize,
+    /// Wrong steps the culprit confirmation would catch (not confirmed).
+    caught: usize,
+    /// ... of which it refutes outright.
+    refuted: usize,
+    /// Bad hypothesis only: true culprits the confirmation confirms.
+    confirmed: usize,
+}
+
+impl Tally {
+    fn rate(&self, x: usize) -> f64 {
+        x as f64 / self.runs.max(1) as f64
+    }
+}
+
+/// The trials a step of `rule` takes on `stream` and its decision.
+fn step(rule: &dyn StepRule, stream: &[f64]) -> (usize, Decision) {
+    for k in 1..=stream.len() {
+        if !rule.can_decide_at(k) {
+            continue;
+        }
+        let d = rule.decide(&stream[..k]);
+        if d != Decision::Continue {
+            return (k, d);
+        }
+    }
+    (stream.len(), Decision::Undecided)
+}
+
+/// [good, bad] tallies of `kind` on `scn`.
+fn simulate(a: &SimArgs, scn: &Scenario, kind: RuleKind) -> [Tally; 2] {
+    let mut rng = Rng(a.seed.max(1));
+    let mut confirm_rng = Rng(a.seed.max(1) ^ 0xC0F1_2A11);
+    let mut out = [Tally::default(), Tally::default()];
+    for (h, source) in [&scn.good, &scn.bad].into_iter().enumerate() {
+        for _ in 0..a.runs {
+            let base: Vec<f64> = (0..a.baseline_trials)
+                .map(|_| scn.good.draw(&mut rng, scn.metric))
+                .collect();
+            let stream: Vec<f64> = (0..a.max_trials)
+                .map(|_| source.draw(&mut rng, scn.metric))
+                .collect();
+            let rule = make_rule(a, scn, kind, &base);
+            let (k, d) = step(rule.as_ref(), &stream);
+            let t = &mut out[h];
+            t.runs += 1;
+            t.trials += k;
+            t.undecided += usize::from(d == Decision::Undecided);
+            let wrong = match h {
+                0 => d == Decision::Bad,
+                _ => d == Decision::Good,
+            };
+            let mut draw = |src: &Source| -> Vec<f64> {
+                (0..CONFIRM_TRIALS)
+                    .map(|_| src.draw(&mut confirm_rng, scn.metric))
+                    .collect()
+            };
+            let check = |parent: &[f64], culprit: &[f64]| {
+                confirm(
+                    parent,
+                    culprit,
+                    None,
+                    scn.direction,
+                    scn.resolution,
+                    scn.threshold,
+                    a.alpha,
+                )
+                .verdict
+            };
+            if wrong {
+                t.wrong += 1;
+                // The culprit a wrong step leads to has a parent in its
+                // own state.
+                let (parent, culprit) = (draw(source), draw(source));
+                let v = check(&parent, &culprit);
+                t.caught += usize::from(v != Confirmation::Confirmed);
+                t.refuted += usize::from(v == Confirmation::Refuted);
+            }
+            if h == 1 {
+                let (parent, culprit) = (draw(&scn.good), draw(&scn.bad));
+                let v = check(&parent, &culprit);
+                t.confirmed += usize::from(v == Confirmation::Confirmed);
+            }
+        }
+    }
+    out
+}
+
+/// The fixed-size benchmark: n trials, then whichever one-sided p of the
+/// bisect rule (worse than the baseline, better than the bad reference) is
+/// smaller decides (equal: a coin, counted as half wrong).
+struct Fixed {
+    /// [good, bad]: (baseline, 80 new trials) per run.
+    streams: [Vec<(Vec<f64>, Vec<f64>)>; 2],
+    rules: [Vec<Rule>; 2],
+    /// Wrong rates by n, computed when first asked.
+    rates: Vec<Option<[f64; 2]>>,
+}
+
+/// The sizes tried, in order.
+const FIXED_SIZES: [usize; 25] = [
+    1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 18, 20, 24, 28, 32, 40, 48, 64, 80,
+];
+
+impl Fixed {
+    fn new(a: &SimArgs, scn: &Scenario) -> Fixed {
+        let mut rng = Rng(a.seed.max(1) ^ 0xF1_8ED);
+        let mut streams = [Vec::new(), Vec::new()];
+        let mut rules = [Vec::new(), Vec::new()];
+        let max = *FIXED_SIZES.last().unwrap_or(&1);
+        for (h, source) in [&scn.good, &scn.bad].into_iter().enumerate() {
+            for _ in 0..a.runs {
+                let base: Vec<f64> = (0..a.baseline_trials)
+                    .map(|_| scn.good.draw(&mut rng, scn.metric))
+                    .collect();
+                let stream: Vec<f64> = (0..max)
+                    .map(|_| source.draw(&mut rng, scn.metric))
+                    .collect();
+                rules[h].push(Rule::new(
+                    &base,
+                    scn.direction,
+                    scn.resolution,
+                    scn.threshold,
+                    a.alpha,
+                    a.max_trials,
+                ));
+                streams[h].push((base, stream));
+            }
+        }
+        Fixed {
+            streams,
+            rules,
+            rates: vec![None; FIXED_SIZES.len()],
+        }
+    }
+
+    fn rates(&mut self, i: usize) -> [f64; 2] {
+        if let Some(r) = self.rates[i] {
+            return r;
+        }
+        let n = FIXED_SIZES[i];
+        let mut r = [0.0; 2];
+        for (h, rate) in r.iter_mut().enumerate() {
+            let mut wrong = 0.0;
+            for (rule, (_, stream)) in self.rules[h].iter().zip(&self.streams[h]) {
+                let (p_worse, p_better) = rule.p_values(&stream[..n]);
+                let says_bad = if p_worse == p_better {
+                    0.5
+                } else {
+                    f64::from(u8::from(p_worse < p_better))
+                };
+                wrong += if h == 0 { says_bad } else { 1.0 - says_bad };
+            }
+            *rate = wrong / self.streams[h].len().max(1) as f64;
+        }
+        self.rates[i] = Some(r);
+        r
+    }
+
+    /// The smallest n whose wrong rates are both at most `target`.
+    fn n_for(&mut self, target: [f64; 2]) -> Option<usize> {
+        (0..FIXED_SIZES.len()).find_map(|i| {
+            let r = self.rates(i);
+            (r[0] <= target[0] && r[1] <= target[1]).then_some(FIXED_SIZES[i])
+        })
+    }
+}
+
+/// The table's header.
+const HEADER: &str = "| rule | trials/step | wrong: good → bad | wrong: bad → good \
+    | 125: good / bad | per decided step | fixed n, same rates | ratio | fixed n at α \
+    | wrong steps caught | true culprit confirmed |\n\
+    |---|---|---|---|---|---|---|---|---|---|---|";
+
+/// One rule's results as a table row.
+fn row(kind: RuleKind, tallies: &[Tally; 2], fixed: Option<&mut Fixed>, alpha: f64) -> String {
+    let [g, b] = tallies;
+    let runs = (g.runs + b.runs).max(1) as f64;
+    let per_step = (g.trials + b.trials) as f64 / runs;
+    let decided = (g.runs + b.runs - g.undecided - b.undecided) as f64 / runs;
+    let per_decided = if decided > 0.0 {
+        format!("{:.2}", per_step / decided)
+    } else {
+        "–".into()
+    };
+    let (same, at_alpha, ratio) = match fixed {
+        Some(f) => {
+            let same = f.n_for([g.rate(g.wrong), b.rate(b.wrong)]);
+            let at_alpha = f.n_for([alpha, alpha]);
+            let ratio = match same {
+                Some(n) if decided > 0.0 => format!("{:.2}", per_step / decided / n as f64),
+                _ => "–".into(),
+            };
+            let show = |n: Option<usize>| n.map_or("> 80".to_string(), |n| n.to_string());
+            (show(same), show(at_alpha), ratio)
+        }
+        None => ("–".into(), "–".into(), "–".into()),
+    };
+    let wrong = g.wrong + b.wrong;
+    let caught = if wrong > 0 {
+        format!(
+            "{:.1} % ({} of {}; refuted {:.1} %)",
+            100.0 * (g.caught + b.caught) as f64 / wrong as f64,
+            g.caught + b.caught,
+            wrong,
+            100.0 * (g.refuted + b.refuted) as f64 / wrong as f64,
+        )
+    } else {
+        "– (none wrong)".into()
+    };
+    format!(
+        "| {} | {:.2} | {:.2} % | {:.2} % | {:.1} % / {:.1} % | {} | {} | {} | {} | {} | {:.1} % |",
+        kind.name(),
+        per_step,
+        100.0 * g.rate(g.wrong),
+        100.0 * b.rate(b.wrong),
+        100.0 * g.rate(g.undecided),
+        100.0 * b.rate(b.undecided),
+        per_decided,
+        same,
+        ratio,
+        at_alpha,
+        caught,
+        100.0 * b.rate(b.confirmed),
+    )
+}
+
+/// Means, shapes and factors of `--grid`.
+const GRID_MEANS: [f64; 6] = [1.0, 2.0, 5.0, 10.0, 20.0, 50.0];
+const GRID_SHAPES: [f64; 5] = [1.0, 2.0, 4.0, 10.0, f64::INFINITY];
+const GRID_FACTORS: [f64; 4] = [1.5, 2.0, 3.0, 4.0];
+
+/// The sweep: one row per (mean, shape, factor) and rule, then the worst
+/// cells.
+fn grid(a: &SimArgs) -> anyhow::Result<ExitCode> {
+    println!(
+        "bisect-sim --grid: model Poisson(Gamma(shape, mean)), bad = factor × mean, threshold \
+         (factor − 1) × 100 %; baseline {} trials; --max-trials {} --alpha {}; {} steps per \
+         hypothesis and cell, seed {}",
+        a.baseline_trials, a.max_trials, a.alpha, a.runs, a.seed
+    );
+    println!("| rule | mean | shape | factor | trials/step | wrong: good → bad | wrong: bad → good | 125: good / bad |");
+    println!("|---|---|---|---|---|---|---|---|");
+    // Three binomial standard errors above α flag a cell.
+    let se = (a.alpha * (1.0 - a.alpha) / a.runs as f64).sqrt();
+    for &kind in &a.rule {
+        let mut worst = [(0.0f64, String::new()), (0.0f64, String::new())];
+        let mut over = Vec::new();
+        for &mean in &GRID_MEANS {
+            for &shape in &GRID_SHAPES {
+                for &factor in &GRID_FACTORS {
+                    let cell = SimArgs {
+                        mean,
+                        shape,
+                        factor,
+                        threshold: None,
+                        ..a.clone_model()
+                    };
+                    let scn = scenario(&cell, &None);
+                    let [g, b] = simulate(&cell, &scn, kind);
+                    let name = format!("mean {mean}, shape {shape}, ×{factor}");
+                    // "Bad" promises a change of the threshold *and* of at
+                    // least one count per trial; below that floor a false
+                    // good is not a broken promise.
+                    let floor = (factor - 1.0) * mean < 1.0;
+                    for (i, t) in [&g, &b].into_iter().enumerate() {
+                        let r = t.rate(t.wrong);
+                        if i == 1 && floor {
+                            continue;
+                        }
+                        if r > worst[i].0 {
+                            worst[i] = (r, name.clone());
+                        }
+                        if r > a.alpha + 3.0 * se {
+                            over.push(format!(
+                                "{name}: {} {:.2} %",
+                                ["false bad", "false good"][i],
+                                100.0 * r
+                            ));
+                        }
+                    }
+                    println!(
+                        "| {} | {mean} | {shape} | {factor} | {:.2} | {:.2} % | {:.2} %{} | {:.1} % / {:.1} % |",
+                        kind.name(),
+                        (g.trials + b.trials) as f64 / (g.runs + b.runs) as f64,
+                        100.0 * g.rate(g.wrong),
+                        100.0 * b.rate(b.wrong),
+                        if floor { " (below the floor)" } else { "" },
+                        100.0 * g.rate(g.undecided),
+                        100.0 * b.rate(b.undecided),
+                    );
+                }
+            }
+        }
+        println!(
+            "{}: worst false bad {:.2} % ({}), worst false good {:.2} % ({}; changes of at least one \
+             count per trial); cells above α + 3 SE ({:.2} %): {}",
+            kind.name(),
+            100.0 * worst[0].0,
+            worst[0].1,
+            100.0 * worst[1].0,
+            worst[1].1,
+            100.0 * (a.alpha + 3.0 * se),
+            if over.is_empty() {
+                "none".to_string()
+            } else {
+                over.join("; ")
+            }
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+impl SimArgs {
+    /// The model-only settings of these arguments (for a grid cell).
+    fn clone_model(&self) -> SimArgs {
+        SimArgs {
+            runs: self.runs,
+            baseline_trials: self.baseline_trials,
+            max_trials: self.max_trials,
+            mean: self.mean,
+            factor: self.factor,
+            shape: self.shape,
+            alpha: self.alpha,
+            threshold: self.threshold,
+            rule: self.rule.clone(),
+            from: Vec::new(),
+            good: None,
+            bad: None,
+            thin: false,
+            metric: Metric::Underruns,
+            grid: false,
+            no_fixed: true,
+            seed: self.seed,
+        }
+    }
+}
+
+/// A gamma–Poisson count: Poisson with a Gamma(shape, mean / shape) rate.
+fn count(rng: &mut Rng, mean: f64, shape: f64) -> f64 {
+    let rate = if shape.is_finite() {
+        gamma(rng, shape) * mean / shape
+    } else {
+        mean
+    };
+    poisson(rng, rate)
+}
+
+fn normal(rng: &mut Rng) -> f64 {
+    let (u1, u2) = (rng.uniform(), rng.uniform());
+    (-2.0 * u1.ln()).sqrt() * (2.0 * std::f64::consts::PI * u2).cos()
+}
+
+/// Gamma(shape, scale 1), Marsaglia–Tsang (shape ≥ 1; boosted below).
+fn gamma(rng: &mut Rng, shape: f64) -> f64 {
+    if shape < 1.0 {
+        return gamma(rng, shape + 1.0) * rng.uniform().powf(1.0 / shape);
+    }
+    let d = shape - 1.0 / 3.0;
+    let c = 1.0 / (9.0 * d).sqrt();
+    loop {
+        let x = normal(rng);
+        let v = (1.0 + c * x).powi(3);
+        if v > 0.0 && rng.uniform().ln() < 0.5 * x * x + d - d * v + d * v.ln() {
+            return d * v;
+        }
+    }
+}
+
+/// Poisson(λ): Knuth's product method on slices of λ ≤ 30 (Poisson counts
+/// add), so that e^−λ never underflows.
+fn poisson(rng: &mut Rng, lambda: f64) -> f64 {
+    let mut left = lambda;
+    let mut k = 0.0;
+    while left > 0.0 {
+        let slice = left.min(30.0);
+        left -= slice;
+        let l = (-slice).exp();
+        let mut p = 1.0;
         loop {
-            p *= self.uniform();
+            p *= rng.uniform();
             if p <= l {
-                return k;
+                break;
             }
             k += 1.0;
         }
     }
+    k
+}
 
-    fn count(&mut self, mean: f64, shape: f64) -> f64 {
-        let rate = if shape.is_finite() {
-            self.gamma(shape) * mean / shape
-        } else {
-            mean
-        };
-        self.poisson(rate)
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        sim: SimArgs,
+    }
+
+    fn checked(args: &[&str]) -> Result<(), String> {
+        let cli = Cli::try_parse_from(std::iter::once("bisect-sim").chain(args.iter().copied()))
+            .map_err(|e| e.to_string())?;
+        check(&cli.sim).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn bad_arguments_are_one_line_each() {
+        assert!(checked(&[]).is_ok());
+        assert!(checked(&["--grid", "--alpha", "0.01"]).is_ok());
+        for (args, says) in [
+            (&["--alpha", "0.7"][..], "--alpha 0.7"),
+            (&["--factor", "1"], "--factor 1"),
+            (&["--shape", "0"], "--shape"),
+            (&["--thin"], "need --from"),
+            (&["--from", "x", "--good", "a"], "--bad CONFIG"),
+            (
+                &["--from", "x", "--bad", "a", "--thin", "--metric", "p1-fill"],
+                "p1fill-ms",
+            ),
+            (
+                &["--from", "x", "--bad", "a", "--good", "b", "--grid"],
+                "--grid",
+            ),
+        ] {
+            let err = checked(args).unwrap_err();
+            assert!(err.contains(says) && !err.contains('\n'), "{args:?}: {err}");
+        }
+    }
+
+    #[test]
+    fn the_rule_keeps_its_promise_where_the_old_one_did_not() {
+        // Seeded, so the same figures every time; 600 steps per hypothesis
+        // put α + 3 standard errors at 7.7 %.
+        let cli = Cli::try_parse_from(["bisect-sim", "--runs", "600", "--no-fixed"]).unwrap();
+        let a = &cli.sim;
+        let scn = scenario(a, &None);
+        let limit = a.alpha + 3.0 * (a.alpha * (1.0 - a.alpha) / 600.0).sqrt();
+        let [g, b] = simulate(a, &scn, RuleKind::Bisect);
+        assert!(g.rate(g.wrong) <= limit && b.rate(b.wrong) <= limit);
+        assert!(g.undecided > 0 && b.undecided > 0, "skips, not guesses");
+        let [g, b] = simulate(a, &scn, RuleKind::MidpointForced);
+        assert!(
+            b.rate(b.wrong) > limit,
+            "forced at the cap: {}",
+            b.rate(b.wrong)
+        );
+        assert_eq!(g.undecided + b.undecided, 0);
+    }
+
+    #[test]
+    fn model_counts_have_the_mean_and_spread_asked_for() {
+        let mut rng = Rng(7);
+        for (mean, shape) in [(5.0, 4.0), (50.0, f64::INFINITY), (1.0, 1.0)] {
+            let n = 20_000;
+            let v: Vec<f64> = (0..n).map(|_| count(&mut rng, mean, shape)).collect();
+            let d = stats::Describe::of(&v).unwrap();
+            // Gamma–Poisson: variance = mean + mean² / shape.
+            let var = mean + mean * mean / shape;
+            assert!(
+                (d.mean - mean).abs() < 4.0 * (var / n as f64).sqrt(),
+                "{d:?}"
+            );
+            let ratio = d.stddev * d.stddev / var;
+            assert!((0.9..1.1).contains(&ratio), "{mean} {shape}: {ratio}");
+        }
     }
 }

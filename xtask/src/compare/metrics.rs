@@ -4,7 +4,9 @@
 
 use serde::Serialize;
 
-use crate::run::trial::TrialRecord;
+use xrunbench_schema::trial::TrialRecord;
+
+pub use crate::results::playback_seconds;
 
 /// Which way a metric improves (mmtests' `preferhigher`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -16,8 +18,8 @@ pub enum Direction {
     HigherIsBetter,
 }
 
-/// One row group of the table.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, clap::ValueEnum)]
+/// One row group of the table (ordered as the table shows them).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, clap::ValueEnum)]
 #[serde(rename_all = "kebab-case")]
 pub enum Metric {
     /// Underruns per minute of playback.
@@ -120,7 +122,7 @@ impl Metric {
     /// This metric in one trial; `None` when the trial does not have it
     /// (no load, no wake-ups recorded).
     pub fn of(self, t: &TrialRecord) -> Option<f64> {
-        let p = &t.player;
+        let p = t.measured()?;
         let minutes = playback_seconds(t) / 60.0;
         let rounds = t
             .load
@@ -151,15 +153,6 @@ impl Metric {
             )?,
         };
         v.is_finite().then_some(v)
-    }
-}
-
-/// Seconds the player played (wall clock; audio seconds if that is absent).
-pub fn playback_seconds(t: &TrialRecord) -> f64 {
-    if t.player.wall_seconds > 0.0 {
-        t.player.wall_seconds
-    } else {
-        t.player.audio_seconds
     }
 }
 

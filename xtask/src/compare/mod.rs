@@ -6,7 +6,6 @@
 //! small [`export::Exporter`].
 
 pub mod export;
-pub mod load;
 pub mod metrics;
 pub mod stats;
 pub mod table;
@@ -17,9 +16,9 @@ use std::process::ExitCode;
 use anyhow::Result;
 
 use self::export::Format;
-use self::load::{LoadError, RunDir};
 use self::metrics::Metric;
 use self::table::{Column, Footer, Samples, Significance, Table};
+use crate::results::{LoadError, RunDir};
 
 /// Exit code for unreadable input (a run directory, a trial file).
 const EXIT_BAD_INPUT: u8 = 2;
@@ -56,34 +55,6 @@ pub fn run(args: &CompareArgs) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// At the end of `cargo xtask run`: prints the comparison table and writes
-/// it (`comparison.txt`, `comparison.md`, `comparison.csv`,
-/// `comparison.json`) and the plots into the run directory. A problem here
-/// is reported but does not fail the run: the trials are already safe.
-pub fn after_run(run_dir: &std::path::Path) {
-    let result = (|| -> Result<()> {
-        let dir = RunDir::load(run_dir)?;
-        let table = build(std::slice::from_ref(&dir), Significance::Mwu, ALPHA);
-        let text = export::exporter(Format::Text).render(&table);
-        println!();
-        print!("{text}");
-        for (name, format) in [
-            ("comparison.txt", Format::Text),
-            ("comparison.md", Format::Markdown),
-            ("comparison.csv", Format::Csv),
-            ("comparison.json", Format::Json),
-        ] {
-            let body = export::exporter(format).render(&table);
-            crate::run::store::write_atomic(&run_dir.join(name), body.as_bytes())?;
-        }
-        crate::plot::write_all(&dir)?;
-        Ok(())
-    })();
-    if let Err(e) = result {
-        eprintln!("xtask: comparison or plots not written: {e:#}");
-    }
-}
-
 /// Reads every run directory, stopping at the first bad one.
 pub fn load_all(paths: &[PathBuf]) -> Result<Vec<RunDir>, LoadError> {
     paths.iter().map(|p| RunDir::load(p)).collect()
@@ -97,7 +68,10 @@ pub fn build(dirs: &[RunDir], kind: Significance, alpha: f64) -> Table {
     for d in dirs {
         for config in &d.configs {
             let trials = d.trials_of(config);
-            let mut kernels: Vec<String> = trials.iter().map(|t| t.kernel.clone()).collect();
+            let mut kernels: Vec<String> = trials
+                .iter()
+                .map(|t| t.machine.kernel_release.clone())
+                .collect();
             kernels.dedup();
             kernels.sort();
             kernels.dedup();
@@ -141,11 +115,7 @@ fn footer(dirs: &[RunDir], kind: Significance, alpha: f64) -> Footer {
     Footer {
         scenarios: uniq(dirs.iter().map(|d| d.scenario.clone())),
         trial_seconds: uniq(dirs.iter().map(|d| d.trial_seconds)),
-        sinks: uniq(dirs.iter().flat_map(|d| {
-            d.records
-                .iter()
-                .map(|r| format!("{} ({})", r.player.params.backend, r.player.params.device))
-        })),
+        sinks: uniq(dirs.iter().flat_map(RunDir::sinks)),
         machines: uniq(dirs.iter().filter_map(|d| d.machine.clone())),
         significance: kind,
         alpha,

@@ -1,7 +1,8 @@
 //! The statistics behind the tables and the bisect verdict, written out
 //! (they are small) rather than pulled from a crate: descriptive statistics
-//! as mmtests prints them, Mann–Whitney U (exact or normal), Welch's t, and
-//! mmtests' confidence-interval rule.
+//! as mmtests prints them, Mann–Whitney U (exact or normal), Welch's t,
+//! mmtests' confidence-interval rule, and the per-look levels of the
+//! group-sequential Mann–Whitney test that `bisect` runs.
 //!
 //! Nothing here returns NaN: an undefined figure is `None`. The percent
 //! differences may be infinite: that is what mmtests' formulas give against
@@ -227,7 +228,8 @@ fn exact_tails_tied(x: &[f64], y: &[f64], u: f64) -> (f64, f64) {
     (ge.min(1.0), le.min(1.0))
 }
 
-fn binomial(n: usize, k: usize) -> f64 {
+/// C(n, k) as f64 (exact up to 2⁵³, close beyond).
+pub(crate) fn binomial(n: usize, k: usize) -> f64 {
     (0..k).fold(1.0, |acc, i| acc * (n - i) as f64 / (i + 1) as f64)
 }
 
@@ -487,12 +489,269 @@ pub fn mmtests_ci_ratio(base: &[f64], new: &[f64]) -> Option<f64> {
     Some(diff / halves)
 }
 
+/// Smallest one-sided exact Mann–Whitney p of `k` values against `m`
+/// (complete separation): 1 / C(k + m, k).
+pub fn smallest_exact_p(k: usize, m: usize) -> f64 {
+    1.0 / binomial(k + m, k)
+}
+
+/// Per-look levels (index k − 1, k = 1 ..= `max`) of a one-sided
+/// group-sequential exact Mann–Whitney test of k new values against `m`
+/// fixed ones, with probability at most `alpha` that *some* look rejects
+/// when new and fixed values are exchangeable. 0 at looks that cannot
+/// reject (complete separation is not below the level).
+///
+/// One constant level c from the first look that can reach it on (a
+/// Pocock-type boundary). Under exchangeability the ranks are uniformly
+/// random whatever the distribution, so c is found once by simulating
+/// 100 000 random rankings (fixed seed: the same c in every process) and
+/// taking the α-quantile of each path's smallest p — about twice the
+/// Bonferroni split α / looks, because successive looks share their
+/// trials. Exact for continuous data; with ties each look's p is the exact
+/// permutation p given the ties, which can only be larger. Beyond the exact
+/// tables (m or max > 50) the Bonferroni split [`bonferroni_levels`].
+/// Memoized per (α, m, max).
+pub fn sequential_mwu_levels(alpha: f64, m: usize, max: usize) -> Vec<f64> {
+    use std::collections::HashMap;
+    use std::sync::Mutex;
+    /// (α bits, m, max) → levels.
+    type Levels = HashMap<(u64, usize, usize), Vec<f64>>;
+    static CACHE: Mutex<Option<Levels>> = Mutex::new(None);
+    if m > EXACT_MAX_N || max > EXACT_MAX_N || m == 0 {
+        return bonferroni_levels(alpha, m, max);
+    }
+    let key = (alpha.to_bits(), m, max);
+    let mut cache = CACHE.lock().unwrap_or_else(|p| p.into_inner());
+    let map = cache.get_or_insert_with(HashMap::new);
+    if let Some(v) = map.get(&key) {
+        return v.clone();
+    }
+    let c = calibrate_pocock(alpha, m, max);
+    let levels: Vec<f64> = (1..=max)
+        .map(|k| if smallest_exact_p(k, m) <= c { c } else { 0.0 })
+        .collect();
+    map.insert(key, levels.clone());
+    levels
+}
+
+/// α split evenly over the looks k0 ..= max, where k0 is the first look at
+/// which complete separation of k0 new from m fixed values could reach
+/// α / (max − k0 + 1). Index k − 1; 0 means "cannot reject at this look".
+pub fn bonferroni_levels(alpha: f64, m: usize, max: usize) -> Vec<f64> {
+    for k0 in 1..=max {
+        let level = alpha / (max - k0 + 1) as f64;
+        if smallest_exact_p(k0, m) <= level {
+            return (1..=max)
+                .map(|k| if k >= k0 { level } else { 0.0 })
+                .collect();
+        }
+    }
+    vec![0.0; max]
+}
+
+/// Random rankings simulated to calibrate the boundary.
+const CALIBRATION_PATHS: usize = 100_000;
+
+/// The α-quantile of the smallest one-sided exact p over looks 1..=max,
+/// over random rankings of m fixed and max new values.
+fn calibrate_pocock(alpha: f64, m: usize, max: usize) -> f64 {
+    // tails[k - 1][u] = P(U ≥ u) for k new vs m fixed values, no ties.
+    let tails: Vec<Vec<f64>> = (1..=max)
+        .map(|k| {
+            let f = exact_distribution(k, m);
+            let total: f64 = f.iter().sum();
+            let mut acc = 0.0;
+            let mut t: Vec<f64> = f
+                .iter()
+                .rev()
+                .map(|x| {
+                    acc += x;
+                    acc / total
+                })
+                .collect();
+            t.reverse();
+            t
+        })
+        .collect();
+    let mut rng = Rng(0x5EED_0FB1_5EC7);
+    let mut mins: Vec<f64> = (0..CALIBRATION_PATHS)
+        .map(|_| {
+            let mut fixed: Vec<f64> = (0..m).map(|_| rng.uniform()).collect();
+            fixed.sort_by(f64::total_cmp);
+            let mut u = 0usize;
+            let mut best = 1.0f64;
+            for tail in &tails {
+                let x = rng.uniform();
+                u += fixed.partition_point(|b| *b < x);
+                best = best.min(tail[u]);
+            }
+            best
+        })
+        .collect();
+    mins.sort_by(f64::total_cmp);
+    // The largest attainable c with P(min p ≤ c) ≤ α.
+    let allowed = (alpha * CALIBRATION_PATHS as f64).floor() as usize;
+    let mut c = 0.0;
+    let mut i = 0;
+    while i < mins.len() {
+        let v = mins[i];
+        let end = i + mins[i..].iter().take_while(|w| **w == v).count();
+        if end > allowed {
+            break;
+        }
+        c = v;
+        i = end;
+    }
+    c
+}
+
+/// P(Bin(k, ½) ≤ j): the one-sided p of a sign test that fewer than half
+/// of k trials show something, when j of them do.
+pub fn sign_test_p(k: usize, j: usize) -> f64 {
+    let total = 2f64.powi(k as i32);
+    ((0..=j.min(k)).map(|i| binomial(k, i)).sum::<f64>() / total).min(1.0)
+}
+
+/// Per-look levels (index k − 1) of a one-sided group-sequential sign test
+/// ([`sign_test_p`] at looks k = 1 ..= `max`), with probability at most
+/// `alpha` that some look rejects when each trial shows something with
+/// probability ½: the largest constant level with that property, found
+/// exactly (a dynamic programme over the number of trials showing
+/// something). 0 at looks that cannot reject.
+pub fn sequential_sign_levels(alpha: f64, max: usize) -> Vec<f64> {
+    let mut candidates: Vec<f64> = (1..=max)
+        .flat_map(|k| (0..=k).map(move |j| sign_test_p(k, j)))
+        .filter(|p| *p <= alpha)
+        .collect();
+    candidates.sort_by(f64::total_cmp);
+    candidates.dedup();
+    let c = candidates
+        .into_iter()
+        .take_while(|c| sign_rejection_probability(*c, max) <= alpha)
+        .last()
+        .unwrap_or(0.0);
+    (1..=max)
+        .map(|k| if sign_test_p(k, 0) <= c { c } else { 0.0 })
+        .collect()
+}
+
+/// P(some look k ≤ max has sign_test_p(k, j_k) ≤ c) for a fair walk j_k.
+fn sign_rejection_probability(c: f64, max: usize) -> f64 {
+    // alive[j]: probability of j trials showing something so far, not yet
+    // rejected.
+    let mut alive = vec![1.0f64];
+    let mut rejected = 0.0;
+    for k in 1..=max {
+        let mut next = vec![0.0f64; k + 1];
+        for (j, p) in alive.iter().enumerate() {
+            next[j] += p / 2.0;
+            next[j + 1] += p / 2.0;
+        }
+        for (j, p) in next.iter_mut().enumerate() {
+            if sign_test_p(k, j) <= c {
+                rejected += *p;
+                *p = 0.0;
+            }
+        }
+        alive = next;
+    }
+    rejected
+}
+
+/// xorshift64*: enough randomness for a calibration or a Monte Carlo
+/// study, with no dependency. The seed must not be 0.
+#[derive(Debug, Clone)]
+pub(crate) struct Rng(pub(crate) u64);
+
+impl Rng {
+    /// The next 64 random bits.
+    pub(crate) fn next_u64(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+
+    /// Uniform in (0, 1).
+    pub(crate) fn uniform(&mut self) -> f64 {
+        ((self.next_u64() >> 11) as f64 + 0.5) / (1u64 << 53) as f64
+    }
+
+    /// Uniform in 0 .. n (n ≥ 1).
+    pub(crate) fn below(&mut self, n: usize) -> usize {
+        ((self.uniform() * n as f64) as usize).min(n - 1)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     fn close(a: f64, b: f64, tol: f64) -> bool {
         (a - b).abs() <= tol
+    }
+
+    #[test]
+    fn bonferroni_skips_looks_that_cannot_reject() {
+        // m = 5: min p at k = 1..5 is 1/6, 1/21, 1/56, 1/126, 1/252.
+        let l = bonferroni_levels(0.05, 5, 10);
+        assert_eq!(l[0], 0.0);
+        assert_eq!(l[2], 0.0);
+        let used = l.iter().filter(|x| **x > 0.0).count();
+        assert!(l
+            .iter()
+            .all(|x| *x == 0.0 || (*x - 0.05 / used as f64).abs() < 1e-12));
+        assert!(l.iter().sum::<f64>() <= 0.05 + 1e-12);
+    }
+
+    #[test]
+    fn pocock_level_is_looser_than_bonferroni_and_controls_alpha() {
+        for alpha in [0.05, 0.01] {
+            let cal = sequential_mwu_levels(alpha, 8, 10);
+            let bon = bonferroni_levels(alpha, 8, 10);
+            let c = cal.iter().copied().fold(0.0, f64::max);
+            let b = bon.iter().copied().fold(0.0, f64::max);
+            assert!(c > b && c < alpha, "calibrated {c} vs Bonferroni {b}");
+            // An independent check of the calibration: random rankings
+            // from another seed reject at some look at most α (+ 3 SE).
+            let mut rng = Rng(42);
+            let paths = 20_000;
+            let mut rejected = 0;
+            for _ in 0..paths {
+                let fixed: Vec<f64> = (0..8).map(|_| rng.uniform()).collect();
+                let mut new = Vec::new();
+                for level in &cal {
+                    new.push(rng.uniform());
+                    let p = mann_whitney(&new, &fixed).unwrap().p_greater;
+                    if p <= *level {
+                        rejected += 1;
+                        break;
+                    }
+                }
+            }
+            let rate = rejected as f64 / paths as f64;
+            let se = (alpha * (1.0 - alpha) / paths as f64).sqrt();
+            assert!(rate <= alpha + 3.0 * se, "α {alpha}: rejected {rate}");
+            assert!(rate >= alpha / 2.0, "α {alpha}: {rate}: far too strict");
+        }
+    }
+
+    #[test]
+    fn sequential_sign_test_spends_alpha_exactly() {
+        assert_eq!(sign_test_p(3, 0), 0.125);
+        assert!((sign_test_p(4, 1) - 5.0 / 16.0).abs() < 1e-12);
+        for alpha in [0.05, 0.01] {
+            let levels = sequential_sign_levels(alpha, 10);
+            let c = levels.iter().copied().fold(0.0, f64::max);
+            let spent = sign_rejection_probability(c, 10);
+            assert!(
+                spent <= alpha && spent > alpha / 3.0,
+                "{alpha}: {c} spends {spent}"
+            );
+            // The first look that can reject: all-nothing, 2^-k ≤ c.
+            let first = levels.iter().position(|l| *l > 0.0).unwrap() + 1;
+            assert!(0.5f64.powi(first as i32) <= c && 0.5f64.powi(first as i32 - 1) > c);
+        }
     }
 
     #[test]

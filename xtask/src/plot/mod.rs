@@ -9,13 +9,14 @@
 //!   (only when the run had a load).
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::{anyhow, Result};
+use plotters::coord::Shift;
 use plotters::prelude::*;
 
-use crate::compare::load::RunDir;
+use crate::results::{RunDir, RunWriter};
 
 /// Arguments of `cargo xtask plot`.
 #[derive(clap::Args, Debug)]
@@ -40,22 +41,37 @@ pub fn run(args: &PlotArgs) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// Writes every plot that has data; returns their paths.
+/// Writes every plot that has data into the run directory's `plots/`;
+/// returns their paths.
 pub fn write_all(dir: &RunDir) -> Result<Vec<PathBuf>> {
-    let out = dir.path.join("plots");
-    std::fs::create_dir_all(&out)?;
+    let out = RunWriter::at(&dir.path);
     let mut written = Vec::new();
-    let p = out.join("fill-cdf.svg");
-    fill_cdf(dir, &p)?;
-    written.push(p);
-    let p = out.join("underrun-gaps.svg");
-    gaps(dir, &p)?;
-    written.push(p);
-    let p = out.join("hackbench-rounds.svg");
-    if rounds_cdf(dir, &p)? {
-        written.push(p);
+    written.push(out.plot(FILL_CDF, &fill_cdf(dir)?)?);
+    written.push(out.plot(GAPS, &gaps(dir)?)?);
+    if let Some(svg) = rounds_cdf(dir)? {
+        written.push(out.plot(ROUNDS_CDF, &svg)?);
     }
     Ok(written)
+}
+
+/// File names of the plots.
+const FILL_CDF: &str = "fill-cdf.svg";
+const GAPS: &str = "underrun-gaps.svg";
+const ROUNDS_CDF: &str = "hackbench-rounds.svg";
+
+/// Draws with `draw` on a fresh SVG canvas and returns the document
+/// (rendered in memory, so that the file is written atomically).
+fn svg(
+    name: &str,
+    draw: impl FnOnce(&DrawingArea<SVGBackend, Shift>) -> Result<()>,
+) -> Result<String> {
+    let mut out = String::new();
+    {
+        let root = SVGBackend::with_string(&mut out, SIZE).into_drawing_area();
+        draw(&root)?;
+        root.present().map_err(err(name))?;
+    }
+    Ok(out)
 }
 
 /// Size of every plot, px.
@@ -77,8 +93,8 @@ fn colour(i: usize) -> RGBColor {
     COLOURS[i % COLOURS.len()]
 }
 
-fn err<E: std::fmt::Debug>(path: &Path) -> impl Fn(E) -> anyhow::Error + '_ {
-    move |e| anyhow!("{}: drawing failed: {e:?}", path.display())
+fn err<E: std::fmt::Debug>(name: &str) -> impl Fn(E) -> anyhow::Error + '_ {
+    move |e| anyhow!("{name}: drawing failed: {e:?}")
 }
 
 /// Cumulative fraction at each distinct value of a weighted sample, as a
@@ -101,22 +117,34 @@ fn cdf(weighted: &BTreeMap<u64, u64>, scale: f64) -> Vec<(f64, f64)> {
 
 /// One CDF per configuration on shared axes.
 fn cdf_plot(
-    path: &Path,
+    name: &str,
+    title: &str,
+    x_desc: &str,
+    y_desc: &str,
+    series: &[(String, Vec<(f64, f64)>)],
+) -> Result<String> {
+    svg(name, |root| {
+        cdf_draw(root, name, title, x_desc, y_desc, series)
+    })
+}
+
+fn cdf_draw(
+    root: &DrawingArea<SVGBackend, Shift>,
+    name: &str,
     title: &str,
     x_desc: &str,
     y_desc: &str,
     series: &[(String, Vec<(f64, f64)>)],
 ) -> Result<()> {
-    let e = err(path);
+    let e = err(name);
     let xmax = series
         .iter()
         .flat_map(|(_, p)| p.iter().map(|q| q.0))
         .fold(0.0f64, f64::max)
         .max(1e-3)
         * 1.05;
-    let root = SVGBackend::new(path, SIZE).into_drawing_area();
     root.fill(&WHITE).map_err(&e)?;
-    let mut chart = ChartBuilder::on(&root)
+    let mut chart = ChartBuilder::on(root)
         .caption(title, ("sans-serif", 24))
         .margin(20)
         .x_label_area_size(50)
@@ -147,20 +175,19 @@ fn cdf_plot(
         .position(SeriesLabelPosition::UpperLeft)
         .draw()
         .map_err(&e)?;
-    root.present().map_err(&e)?;
     Ok(())
 }
 
-fn fill_cdf(dir: &RunDir, path: &Path) -> Result<()> {
+fn fill_cdf(dir: &RunDir) -> Result<String> {
     let series: Vec<(String, Vec<(f64, f64)>)> = dir
         .configs
         .iter()
         .map(|c| {
             let mut merged: BTreeMap<u64, u64> = BTreeMap::new();
             let mut wakeups = 0;
-            for t in dir.trials_of(c) {
-                wakeups += t.player.fill.count;
-                for [v, n] in &t.player.fill.buckets {
+            for p in dir.trials_of(c).into_iter().filter_map(|t| t.measured()) {
+                wakeups += p.fill.count;
+                for [v, n] in &p.fill.buckets {
                     *merged.entry(*v).or_default() += n;
                 }
             }
@@ -168,7 +195,7 @@ fn fill_cdf(dir: &RunDir, path: &Path) -> Result<()> {
         })
         .collect();
     cdf_plot(
-        path,
+        FILL_CDF,
         &format!("{}: buffer fill at player wake-ups", dir.scenario),
         "buffer fill (ms of audio queued)",
         "fraction of wake-ups at or below",
@@ -176,7 +203,8 @@ fn fill_cdf(dir: &RunDir, path: &Path) -> Result<()> {
     )
 }
 
-fn rounds_cdf(dir: &RunDir, path: &Path) -> Result<bool> {
+/// The rounds' CDF; `None` when the run had no load.
+fn rounds_cdf(dir: &RunDir) -> Result<Option<String>> {
     let series: Vec<(String, Vec<(f64, f64)>)> = dir
         .configs
         .iter()
@@ -192,20 +220,24 @@ fn rounds_cdf(dir: &RunDir, path: &Path) -> Result<bool> {
         })
         .collect();
     if series.is_empty() {
-        return Ok(false);
+        return Ok(None);
     }
     cdf_plot(
-        path,
+        ROUNDS_CDF,
         &format!("{}: hackbench round times", dir.scenario),
         "round time (ms)",
         "fraction of rounds at or below",
         &series,
-    )?;
-    Ok(true)
+    )
+    .map(Some)
 }
 
-fn gaps(dir: &RunDir, path: &Path) -> Result<()> {
-    let e = err(path);
+fn gaps(dir: &RunDir) -> Result<String> {
+    svg(GAPS, |root| gaps_draw(root, dir))
+}
+
+fn gaps_draw(root: &DrawingArea<SVGBackend, Shift>, dir: &RunDir) -> Result<()> {
+    let e = err(GAPS);
     let per: Vec<(String, Vec<f64>)> = dir
         .configs
         .iter()
@@ -213,7 +245,8 @@ fn gaps(dir: &RunDir, path: &Path) -> Result<()> {
             let trials = dir.trials_of(c);
             let g: Vec<f64> = trials
                 .iter()
-                .flat_map(|t| t.player.events.iter().map(|u| u.gap_ms))
+                .filter_map(|t| t.measured())
+                .flat_map(|p| p.events.iter().map(|u| u.gap_ms))
                 .collect();
             (format!("{c}: {} in {} trials", g.len(), trials.len()), g)
         })
@@ -225,10 +258,9 @@ fn gaps(dir: &RunDir, path: &Path) -> Result<()> {
         .max(1.0)
         * 1.1;
     let n = per.len().max(1);
-    let root = SVGBackend::new(path, SIZE).into_drawing_area();
     root.fill(&WHITE).map_err(&e)?;
     let labels: Vec<String> = per.iter().map(|(l, _)| l.clone()).collect();
-    let mut chart = ChartBuilder::on(&root)
+    let mut chart = ChartBuilder::on(root)
         .caption(
             format!("{}: underrun gaps (one dot per underrun)", dir.scenario),
             ("sans-serif", 24),
@@ -267,6 +299,5 @@ fn gaps(dir: &RunDir, path: &Path) -> Result<()> {
             }))
             .map_err(&e)?;
     }
-    root.present().map_err(&e)?;
     Ok(())
 }

@@ -1,37 +1,37 @@
 //! `cargo xtask run scenario.toml`: configurations × trials of the player
-//! under load, knobs applied and always restored, results on disk; and
-//! `cargo xtask restore`, which replays journals left by a killed run.
+//! under load, each trial run by `xrun-trial` on the target (knobs applied,
+//! read back and always restored there), results on disk; and `cargo xtask
+//! restore`, which has the target replay journals left by a killed trial.
 //!
-//! Flow: parse and check the scenario (nothing touched on any error) →
-//! replay leftover journals → build the board binaries → for each planned
-//! trial apply knobs, run load and player, restore → summary.
+//! Flow: parse and resolve the scenario (`--target` and `--ssh-option`
+//! applied) → open the session (target connected, board binaries built and
+//! put there, journals replayed, validation against the target, all errors
+//! before anything runs) → plan → for each planned trial, its spec to
+//! `xrun-trial run -` and its record back (a trial lost to the link run
+//! again) → the target's staged files removed, its link closed → summary
+//! and comparison.
 
-pub mod fingerprint;
-pub mod journal;
-pub mod knobs;
 pub mod plan;
 pub mod scenario;
+pub mod session;
 pub mod signals;
-pub mod store;
+pub mod spec;
 pub mod summary;
-pub mod trial;
 pub mod units;
 pub mod validate;
-pub mod wav;
 
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, Instant};
 
 use anyhow::Result;
-use serde::Serialize;
+use xrunbench_schema::trial::{AudioInput, TrialRecord};
 
-use self::journal::MachineLock;
-use self::knobs::SysPaths;
 use self::plan::PlannedTrial;
-use self::scenario::{AudioSource, Scenario, ScenarioFile, ToneSpec};
-use self::trial::{Binaries, TrialContext, TrialEnd, TrialRecord};
+use self::scenario::{Scenario, SshTarget};
+use self::session::{Session, SessionArgs, SetupError, TrialEnd};
+use crate::results::{default_results_root, Outcome, RunDir, RunWriter};
 
 /// Exit code for bad input (scenario, options).
 const EXIT_BAD_INPUT: u8 = 2;
@@ -52,47 +52,141 @@ pub struct RunArgs {
     /// Run only this configuration (repeatable).
     #[arg(long, value_name = "CONFIG")]
     pub only: Vec<String>,
-    /// Print the plan and the knob changes, run nothing.
+    /// Print the plan, the knob changes and the command lines; run nothing.
     #[arg(long)]
     pub dry_run: bool,
     /// Where run directories go (default: <workspace>/results).
     #[arg(long, value_name = "DIR")]
     pub results_dir: Option<PathBuf>,
-    /// Use xrun-player and xrun-hackbench from DIR instead of building them.
+    /// Use xrun-trial, xrun-player and xrun-hackbench from DIR instead of
+    /// building them (for a board: binaries for its architecture).
     #[arg(long, value_name = "DIR")]
     pub bin_dir: Option<PathBuf>,
+    /// The board to run on.
+    #[command(flatten)]
+    pub target: TargetArgs,
+}
+
+/// Where the trials run, from the command line: a board over SSH.
+#[derive(clap::Args, Debug, Clone, Default)]
+pub struct TargetArgs {
+    /// Run on this board over SSH: an OpenSSH destination (root@rpi4.lab,
+    /// a Host of ~/.ssh/config); replaces the scenario's [target] ssh.
+    #[arg(long, value_name = "DEST")]
+    pub target: Option<String>,
+    /// An ssh_config option for the board's connection (Port=2222,
+    /// IdentityFile=…, UserKnownHostsFile=…, ProxyJump=…); repeatable,
+    /// before the scenario's [target] options.
+    #[arg(short = 'o', long = "ssh-option", value_name = "KEY=VALUE")]
+    pub ssh_options: Vec<String>,
+}
+
+impl TargetArgs {
+    /// Applies `--target` and `--ssh-option` to `s`; an error is one line.
+    pub fn apply(&self, s: &mut Scenario) -> Result<(), String> {
+        if let Some(dest) = &self.target {
+            scenario::check_destination(dest).map_err(|m| format!("--target {m}"))?;
+            match &mut s.target {
+                Some(t) => t.destination = dest.clone(),
+                None => {
+                    s.target = Some(
+                        SshTarget::with_defaults(dest, s.duration, s.warmup)
+                            .map_err(|m| format!("--target {m}"))?,
+                    )
+                }
+            }
+        }
+        if self.ssh_options.is_empty() {
+            return Ok(());
+        }
+        let Some(t) = &mut s.target else {
+            return Err(
+                "--ssh-option needs a board: give --target DEST or a [target] table".into(),
+            );
+        };
+        for o in &self.ssh_options {
+            crate::target::ssh::check_option(o).map_err(|m| format!("--ssh-option {m}"))?;
+        }
+        let mut options = self.ssh_options.clone();
+        options.append(&mut t.options);
+        t.options = options;
+        Ok(())
+    }
+
+    /// The board these options name, alone (no scenario): defaults for
+    /// everything but the destination and the options.
+    pub fn board(&self) -> Result<Option<SshTarget>, String> {
+        let mut s = Scenario {
+            path: PathBuf::from("--target"),
+            name: String::new(),
+            description: String::new(),
+            trials: 1,
+            duration: scenario::DEFAULT_DURATION,
+            warmup: scenario::DEFAULT_WARMUP,
+            order: scenario::Order::Interleaved,
+            configs: Vec::new(),
+            target: None,
+        };
+        self.apply(&mut s)?;
+        Ok(s.target)
+    }
 }
 
 /// Arguments of `cargo xtask restore`.
 #[derive(clap::Args, Debug)]
 pub struct RestoreArgs {
-    /// Also look for journals under DIR (default: <workspace>/results).
+    /// Use xrun-trial from DIR instead of building it.
     #[arg(long, value_name = "DIR")]
-    pub results_dir: Option<PathBuf>,
+    pub bin_dir: Option<PathBuf>,
+    /// On this board instead of here.
+    #[command(flatten)]
+    pub target: TargetArgs,
 }
 
-/// `cargo xtask restore`: replays journals left by killed runs.
+/// `cargo xtask restore`: `xrun-trial restore` on the target (this machine
+/// or `--target`).
 pub fn restore(args: &RestoreArgs) -> Result<ExitCode> {
-    let root = args
-        .results_dir
-        .clone()
-        .unwrap_or_else(store::default_results_root);
-    let lock = MachineLock::acquire()?;
-    let mut lines = journal::replay_leftovers(&root, &lock)?;
-    lines.extend(remove_orphan_tones());
-    if lines.is_empty() {
-        println!("nothing to restore: no journal left by an interrupted run");
+    let board = match args.target.board() {
+        Ok(b) => b,
+        Err(m) => return Ok(bad_input(&[m])),
+    };
+    let mut s = Scenario {
+        path: PathBuf::from("restore"),
+        name: String::new(),
+        description: String::new(),
+        trials: 1,
+        duration: scenario::DEFAULT_DURATION,
+        warmup: scenario::DEFAULT_WARMUP,
+        order: scenario::Order::Interleaved,
+        configs: Vec::new(),
+        target: board,
+    };
+    if let Err(e) = crate::deps::ensure(crate::deps::for_run(
+        args.bin_dir.is_some(),
+        s.target.is_some(),
+    )) {
+        return Ok(e.report());
     }
+    let mut target = session::open_target(&s, args.bin_dir.clone())?;
+    s.target = None;
+    let restored = target.restore();
+    for l in target.finish() {
+        eprintln!("xtask: {l}");
+    }
+    let (ok, lines) = restored?;
     for l in lines {
         println!("{l}");
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(if ok {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
 }
 
 /// `cargo xtask run`.
 pub fn run(args: &RunArgs) -> Result<ExitCode> {
     signals::install()?;
-    let sys = SysPaths::default();
     let (file, mut scenario) = match scenario::load(&args.scenario) {
         Ok(v) => v,
         Err(e) => return Ok(bad_input(&[e.0])),
@@ -100,109 +194,89 @@ pub fn run(args: &RunArgs) -> Result<ExitCode> {
     if let Err(msg) = apply_options(args, &mut scenario) {
         return Ok(bad_input(&[msg]));
     }
+    let on_board = scenario.target.is_some();
     let results_root = args
         .results_dir
         .clone()
-        .unwrap_or_else(store::default_results_root);
-    if args.dry_run {
-        return dry_run(&scenario, &args.only, &sys, &results_root);
+        .unwrap_or_else(default_results_root);
+    // Building the binaries (which validation needs: it asks xrun-trial)
+    // needs the build prerequisites; the scenario itself was checked above.
+    if let Err(e) = crate::deps::ensure(crate::deps::for_run(args.bin_dir.is_some(), on_board)) {
+        return Ok(e.report());
     }
-    let lock = MachineLock::acquire()?;
-    let leftovers = journal::replay_leftovers(&results_root, &lock)?;
-    for line in leftovers.iter().chain(&remove_orphan_tones()) {
-        eprintln!("xtask: {line}");
-    }
-    let checked = match validate::check_system(scenario, &args.only, &sys) {
-        Ok(c) => c,
-        Err(errors) => return Ok(bad_input(&errors)),
-    };
-    for line in &checked.skipped {
-        eprintln!("xtask: {line}");
-    }
-    let scenario = checked.scenario;
-    let needs_load = scenario.configs.iter().any(|c| c.load.is_some());
-    let bins = match binaries(args, needs_load) {
-        Ok(b) => b,
-        // Ctrl-C during the build reaches cargo too; report it as a stop.
-        Err(_) if signals::stop_requested().is_some() => {
-            eprintln!("xtask: stopped during the build; nothing was changed");
+    let mut session = match Session::open(SessionArgs {
+        file,
+        scenario,
+        only: &args.only,
+        bin_dir: args.bin_dir.clone(),
+        read_only: args.dry_run,
+    }) {
+        Ok(s) => s,
+        Err(SetupError::BadInput(lines)) => return Ok(bad_input(&lines)),
+        Err(SetupError::Interrupted(sig)) => {
+            eprintln!("xtask: stopped by signal {sig} before the first trial; nothing was changed");
             return Ok(ExitCode::from(EXIT_INTERRUPTED));
         }
-        Err(e) => return Err(e),
+        Err(SetupError::Failed(e)) => return Err(e),
     };
-    if let Some(sig) = signals::stop_requested() {
-        eprintln!("xtask: stopped by signal {sig} before the first trial");
-        return Ok(ExitCode::from(EXIT_INTERRUPTED));
+    if args.dry_run {
+        return dry_run(&session, &results_root);
     }
-    let audio = PreparedAudio::prepare(&scenario)?;
-    let run_dir = store::create_run_dir(&results_root, &scenario.name, args.label.as_deref())?;
-    let run_dir = std::fs::canonicalize(&run_dir).unwrap_or(run_dir);
+    for line in &session.skipped {
+        eprintln!("xtask: {line}");
+    }
+    // A copy: the session is borrowed mutably by every trial below.
+    let scenario = session.scenario.clone();
+    let out = RunWriter::create(&results_root, &scenario.name, args.label.as_deref())?;
+    let run_dir = out.dir().to_path_buf();
     let names: Vec<String> = scenario.configs.iter().map(|c| c.name.clone()).collect();
     let plan = plan::make_plan(&names, scenario.trials, scenario.order);
-    let mut manifest = RunManifest {
-        schema: RUN_SCHEMA.into(),
-        started_at: store::rfc3339(SystemTime::now()),
-        label: args.label.clone(),
-        scenario_file: file,
-        scenario: scenario.clone(),
-        skipped: checked.skipped.clone(),
-        plan: plan.clone(),
-        fingerprint: fingerprint::collect(),
-        outcome: None,
-    };
-    store::write_json(&run_dir.join("run.json"), &manifest)?;
+    let mut manifest = session.manifest(args.label.clone(), plan.clone());
+    out.manifest(&manifest)?;
     eprintln!(
-        "xtask: {} trials of {} s; results in {}",
+        "xtask: {} trials of {} s on {}; results in {}",
         plan.len(),
         scenario.duration.as_secs_f64(),
+        session.target.describe(),
         run_dir.display()
     );
 
-    let ctx = TrialContext {
-        scenario: &scenario,
-        sys: &sys,
-        run_dir: &run_dir,
-        bins: &bins,
-        wavs: &audio.files,
-        lock: &lock,
+    let (finished, outcome) = run_plan(&mut session, &run_dir, &plan);
+    session.finish();
+    // Everything after the trials reads back what is on disk: what a later
+    // `compare` sees.
+    let (outcome, dir) = match RunDir::read(&run_dir) {
+        Ok(dir) => (outcome, Some(dir)),
+        Err(e) => (
+            Outcome::Failed {
+                error: e.to_string(),
+            },
+            None,
+        ),
     };
-    let (finished, mut outcome) = run_plan(&ctx, &plan);
-    drop(audio);
-    // The summary reads back what is on disk: what a later `compare` sees.
-    let records = match summary::Summary::load_records(&run_dir) {
-        Ok(r) => r,
-        Err(e) => {
-            outcome = Outcome::Failed {
-                error: format!("{e:#}"),
-            };
-            Vec::new()
-        }
-    };
-    debug_assert!(records.len() == finished || matches!(outcome, Outcome::Failed { .. }));
-
-    let summary = summary::Summary::build(
-        &scenario.name,
-        &names,
-        scenario.duration.as_secs_f64(),
-        &records,
-        plan.len() - records.len(),
-    );
-    let text = summary::render_text(&summary);
-    store::write_atomic(&run_dir.join("summary.txt"), text.as_bytes())?;
-    store::write_json(&run_dir.join("summary.json"), &summary)?;
+    // How the run ended goes into run.json first: nothing that may fail
+    // below (a full disk) may keep it from being recorded.
     manifest.outcome = Some(outcome.clone());
-    store::write_json(&run_dir.join("run.json"), &manifest)?;
-    print!("{text}");
-    if !records.is_empty() {
-        crate::compare::after_run(&run_dir);
+    let mut first_error = out.manifest(&manifest).err();
+    let measured = dir.as_ref().map_or(0, |d| d.records.len());
+    if let Some(dir) = &dir {
+        debug_assert!(measured == finished || matches!(outcome, Outcome::Failed { .. }));
+        if let Err(e) = write_summary(&out, dir, &outcome) {
+            first_error.get_or_insert(e);
+        }
+        if measured > 0 {
+            write_comparison_and_plots(&out, dir);
+        }
+    }
+    if let Some(e) = first_error {
+        return Err(e);
     }
     println!("results: {}", run_dir.display());
     Ok(match outcome {
         Outcome::Completed => ExitCode::SUCCESS,
         Outcome::Interrupted { signal } => {
             eprintln!(
-                "xtask: interrupted by signal {signal}: knobs restored, {} finished trial(s) kept",
-                records.len()
+                "xtask: interrupted by signal {signal}: knobs restored, {measured} finished trial(s) kept"
             );
             ExitCode::from(EXIT_INTERRUPTED)
         }
@@ -213,6 +287,36 @@ pub fn run(args: &RunArgs) -> Result<ExitCode> {
     })
 }
 
+/// Prints the summary and writes it (`summary.txt`, `summary.json`).
+fn write_summary(out: &RunWriter, dir: &RunDir, outcome: &Outcome) -> Result<()> {
+    let summary = summary::Summary::of(dir, outcome)?;
+    let text = summary::render_text(&summary);
+    print!("{text}");
+    out.summary(&text, &summary)
+}
+
+/// After the trials: prints the comparison table and writes it in every
+/// format (`comparison.txt`, `.md`, `.csv`, `.json`) and the plots into
+/// the run directory. A problem here is reported but does not fail the
+/// run: the trials are already safe.
+fn write_comparison_and_plots(out: &RunWriter, dir: &RunDir) {
+    use crate::compare::export::{exporter, Format};
+    use crate::compare::{build, table::Significance, ALPHA};
+    let result = (|| -> Result<()> {
+        let table = build(std::slice::from_ref(dir), Significance::Mwu, ALPHA);
+        println!();
+        print!("{}", exporter(Format::Text).render(&table));
+        for format in Format::ALL {
+            out.comparison(format.extension(), &exporter(format).render(&table))?;
+        }
+        crate::plot::write_all(dir)?;
+        Ok(())
+    })();
+    if let Err(e) = result {
+        eprintln!("xtask: comparison or plots not written: {e:#}");
+    }
+}
+
 fn bad_input(lines: &[String]) -> ExitCode {
     for l in lines {
         eprintln!("xtask: {l}");
@@ -221,6 +325,7 @@ fn bad_input(lines: &[String]) -> ExitCode {
 }
 
 fn apply_options(args: &RunArgs, s: &mut Scenario) -> Result<(), String> {
+    args.target.apply(s)?;
     if let Some(t) = args.trials {
         if t == 0 {
             return Err("--trials must be at least 1".into());
@@ -240,122 +345,59 @@ fn apply_options(args: &RunArgs, s: &mut Scenario) -> Result<(), String> {
     Ok(())
 }
 
-fn binaries(args: &RunArgs, needs_load: bool) -> Result<Binaries> {
-    let dir = match &args.bin_dir {
-        Some(d) => d.clone(),
-        None => {
-            eprintln!("xtask: building xrun-player and xrun-hackbench (release)");
-            crate::util::build_release_binaries(&["xrunbench-player", "xrunbench-hackbench"])?
-        }
-    };
-    let bins = Binaries {
-        player: dir.join("xrun-player"),
-        hackbench: dir.join("xrun-hackbench"),
-    };
-    let needed: &[&PathBuf] = if needs_load {
-        &[&bins.player, &bins.hackbench]
-    } else {
-        &[&bins.player]
-    };
-    for b in needed {
-        if !b.is_file() {
-            anyhow::bail!("{} not found", b.display());
-        }
-    }
-    Ok(bins)
-}
-
-/// Schema of `run.json`.
-pub const RUN_SCHEMA: &str = "xrunbench.run/1";
-
-/// `run.json`: what was asked, planned, and where it ran.
-#[derive(Debug, Serialize)]
-pub struct RunManifest {
-    /// Always [`RUN_SCHEMA`].
-    pub schema: String,
-    /// Start time (RFC 3339 UTC).
-    pub started_at: String,
-    /// `--label`.
-    pub label: Option<String>,
-    /// The scenario file as parsed.
-    pub scenario_file: ScenarioFile,
-    /// The scenario resolved (defaults filled, overrides merged, options applied).
-    pub scenario: Scenario,
-    /// Configurations skipped for their kernel.
-    pub skipped: Vec<String>,
-    /// The plan.
-    pub plan: Vec<PlannedTrial>,
-    /// The machine.
-    pub fingerprint: fingerprint::Fingerprint,
-    /// How the run ended (absent while it runs).
-    pub outcome: Option<Outcome>,
-}
-
-/// How a run ended.
-#[derive(Debug, Clone, Serialize)]
-#[serde(tag = "status", rename_all = "snake_case")]
-pub enum Outcome {
-    /// Every planned trial ran.
-    Completed,
-    /// SIGINT/SIGTERM.
-    Interrupted {
-        /// The signal.
-        signal: i32,
-    },
-    /// A trial failed; the run stopped there.
-    Failed {
-        /// Why.
-        error: String,
-    },
-}
-
-/// Runs the plan; stops at the first failure or signal. Knobs are restored
-/// inside each trial whatever happens.
-fn run_plan(ctx: &TrialContext<'_>, plan: &[PlannedTrial]) -> (usize, Outcome) {
-    let mut progress = Progress::new(plan.len(), expected_trial_time(ctx.scenario));
+/// Runs the plan; stops at the first trial that fails or is lost, or at a
+/// signal. Every trial restores its own knobs whatever happens.
+fn run_plan(session: &mut Session, run_dir: &Path, plan: &[PlannedTrial]) -> (usize, Outcome) {
+    let mut progress = Progress::new(plan.len(), expected_trial_time(&session.scenario));
     let mut finished = 0;
-    for t in plan {
-        if let Some(signal) = signals::stop_requested() {
-            progress.finish();
-            return (finished, Outcome::Interrupted { signal });
-        }
-        progress.start(t);
-        match trial::run_trial(ctx, t) {
-            Ok(TrialEnd::Done(record)) => {
-                let path = ctx
-                    .run_dir
-                    .join("trials")
-                    .join(format!("{}.json", t.stem()));
-                if let Err(e) = store::write_json(&path, &record) {
-                    progress.finish();
-                    return (
-                        finished,
-                        Outcome::Failed {
-                            error: format!("{e:#}"),
-                        },
-                    );
+    let outcome = 'plan: {
+        for t in plan {
+            if let Some(signal) = signals::stop_requested() {
+                break 'plan Outcome::Interrupted { signal };
+            }
+            progress.start(t);
+            let stem = t.stem();
+            let end = session.run_trial(t, run_dir, &mut |line| progress.line(&stem, line));
+            match end {
+                Ok(TrialEnd::Done(record)) => {
+                    progress.done(t, &record);
+                    finished += 1;
                 }
-                progress.done(t, &record);
-                finished += 1;
-            }
-            Ok(TrialEnd::Interrupted) => {
-                progress.finish();
-                let signal = signals::stop_requested().unwrap_or(libc::SIGINT);
-                return (finished, Outcome::Interrupted { signal });
-            }
-            Err(e) => {
-                progress.finish();
-                return (
-                    finished,
-                    Outcome::Failed {
+                Ok(TrialEnd::Interrupted) => {
+                    let signal = signals::stop_requested().unwrap_or(libc::SIGINT);
+                    break 'plan Outcome::Interrupted { signal };
+                }
+                Ok(TrialEnd::Failed(reason)) => {
+                    break 'plan Outcome::Failed {
+                        error: format!("trial {stem} could not run: {reason}"),
+                    }
+                }
+                Ok(TrialEnd::Lost(reason)) => {
+                    break 'plan Outcome::Failed {
+                        error: format!("trial {stem} was lost: {reason}"),
+                    }
+                }
+                Ok(TrialEnd::Unreachable(why)) => {
+                    break 'plan Outcome::Failed {
+                        error: format!(
+                            "{why}: the run stops at trial {stem} with {finished} finished \
+                             trial(s) kept; a trial the link cut off restores its knobs on the \
+                             board itself (`cargo xtask restore --target …` replays what a \
+                             killed one left, once the board is back)"
+                        ),
+                    }
+                }
+                Err(e) => {
+                    break 'plan Outcome::Failed {
                         error: format!("{e:#}"),
-                    },
-                );
+                    }
+                }
             }
         }
-    }
+        Outcome::Completed
+    };
     progress.finish();
-    (finished, Outcome::Completed)
+    (finished, outcome)
 }
 
 fn expected_trial_time(s: &Scenario) -> Duration {
@@ -363,14 +405,15 @@ fn expected_trial_time(s: &Scenario) -> Duration {
     s.duration.to_std() + s.warmup.to_std() + Duration::from_secs(1)
 }
 
-/// Trial k/n with an ETA: a redrawn bar on a terminal, plain lines otherwise
-/// (CI logs, pipes).
+/// Trial k/n with an ETA: a redrawn bar on a terminal (showing the trial's
+/// latest phase), plain lines otherwise (CI logs, pipes).
 struct Progress {
     bar: Option<indicatif::ProgressBar>,
     total: usize,
     began: Instant,
     finished: usize,
     expected: Duration,
+    current: String,
 }
 
 impl Progress {
@@ -392,6 +435,7 @@ impl Progress {
             began: Instant::now(),
             finished: 0,
             expected,
+            current: String::new(),
         }
     }
 
@@ -406,35 +450,41 @@ impl Progress {
     }
 
     fn start(&mut self, t: &PlannedTrial) {
-        let msg = format!(
-            "trial {}/{} {}, ETA {}",
-            t.seq,
-            self.total,
-            t.stem(),
-            self.eta()
-        );
+        self.current = format!("trial {}/{} {}", t.seq, self.total, t.stem());
+        let msg = format!("{}, ETA {}", self.current, self.eta());
         match &self.bar {
             Some(b) => b.set_message(msg),
-            None => eprintln!(
-                "xtask: trial {}/{} {} starting, ETA {}",
-                t.seq,
-                self.total,
-                t.stem(),
-                self.eta()
-            ),
+            None => eprintln!("xtask: {} starting, ETA {}", self.current, self.eta()),
+        }
+    }
+
+    /// A line from the target: a phase of this trial goes into the bar (on
+    /// a terminal only); anything else (journals replayed, warnings) is
+    /// printed.
+    fn line(&mut self, stem: &str, line: &str) {
+        let phase = line
+            .strip_prefix("xrun-trial: ")
+            .and_then(|l| l.strip_prefix(stem))
+            .and_then(|l| l.strip_prefix(": "));
+        match (phase, &self.bar) {
+            (Some(p), Some(b)) => b.set_message(format!("{}: {p}", self.current)),
+            (Some(_), None) => {}
+            (None, Some(b)) => b.println(line),
+            (None, None) => eprintln!("{line}"),
         }
     }
 
     fn done(&mut self, t: &PlannedTrial, r: &TrialRecord) {
         self.finished += 1;
+        let Some(p) = r.measured() else { return };
         let line = format!(
             "trial {}/{} {}: {} underrun(s), max gap {:.1} ms, min fill {:.1} ms",
             t.seq,
             self.total,
             t.stem(),
-            r.player.totals.count,
-            r.player.totals.gap_ms_max,
-            r.player.fill.min as f64 / 1000.0
+            p.totals.count,
+            p.totals.gap_ms_max,
+            p.fill.min as f64 / 1000.0
         );
         match &self.bar {
             Some(b) => {
@@ -452,108 +502,17 @@ impl Progress {
     }
 }
 
-/// The WAV each configuration plays; generated tones live in /dev/shm and
-/// are removed when this is dropped (every exit path, panics included).
-pub(crate) struct PreparedAudio {
-    /// The WAV of each configuration, in scenario order.
-    pub(crate) files: Vec<PathBuf>,
-    generated: Vec<PathBuf>,
-}
-
-impl PreparedAudio {
-    /// Writes the tones the scenario generates; names each config's WAV.
-    pub(crate) fn prepare(s: &Scenario) -> Result<Self> {
-        let mut me = PreparedAudio {
-            files: Vec::new(),
-            generated: Vec::new(),
-        };
-        let mut tones: Vec<(ToneSpec, PathBuf)> = Vec::new();
-        for c in &s.configs {
-            match &c.audio.source {
-                AudioSource::File(p) => me.files.push(p.clone()),
-                AudioSource::Generate(tone) => {
-                    let path = match tones.iter().find(|(t, _)| t == tone) {
-                        Some((_, p)) => p.clone(),
-                        None => {
-                            let p = tmpfs_dir().join(format!(
-                                "xrunbench-{}-{}.wav",
-                                std::process::id(),
-                                tones.len()
-                            ));
-                            me.generated.push(p.clone());
-                            wav::write_tone(&p, tone)?;
-                            tones.push((tone.clone(), p.clone()));
-                            p
-                        }
-                    };
-                    me.files.push(path);
-                }
-            }
-        }
-        Ok(me)
-    }
-}
-
-impl Drop for PreparedAudio {
-    fn drop(&mut self) {
-        for p in &self.generated {
-            let _ = std::fs::remove_file(p);
-        }
-    }
-}
-
-/// Removes generated tones left in tmpfs by runs that were SIGKILLed (their
-/// pid is gone). Called under the machine lock, so no live run owns them.
-fn remove_orphan_tones() -> Vec<String> {
-    let mut removed = Vec::new();
-    let Ok(entries) = std::fs::read_dir(tmpfs_dir()) else {
-        return removed;
-    };
-    for e in entries.flatten() {
-        let name = e.file_name().to_string_lossy().into_owned();
-        let Some(pid) = name
-            .strip_prefix("xrunbench-")
-            .filter(|_| name.ends_with(".wav"))
-            .and_then(|rest| rest.split('-').next())
-            .and_then(|p| p.parse::<u32>().ok())
-        else {
-            continue;
-        };
-        let alive = Path::new("/proc").join(pid.to_string()).exists();
-        if !alive && std::fs::remove_file(e.path()).is_ok() {
-            removed.push(format!(
-                "removed {} left by a killed run",
-                e.path().display()
-            ));
-        }
-    }
-    removed
-}
-
-fn tmpfs_dir() -> PathBuf {
-    let shm = Path::new("/dev/shm");
-    if shm.is_dir() {
-        shm.to_path_buf()
-    } else {
-        std::env::temp_dir()
-    }
-}
-
-/// `--dry-run`: the plan, each configuration's knob changes (current value
-/// → new value) and command lines. Reads only.
-fn dry_run(s: &Scenario, only: &[String], sys: &SysPaths, results_root: &Path) -> Result<ExitCode> {
-    let checked = match validate::check_system(s.clone(), only, sys) {
-        Ok(c) => c,
-        Err(errors) => return Ok(bad_input(&errors)),
-    };
-    for line in &checked.skipped {
+/// `--dry-run`: the plan, each configuration's knob changes (value found
+/// on the target → new value) and command lines. Writes nothing.
+fn dry_run(session: &Session, results_root: &Path) -> Result<ExitCode> {
+    for line in &session.skipped {
         println!("{line}");
     }
-    let s = &checked.scenario;
+    let s = &session.scenario;
     let names: Vec<String> = s.configs.iter().map(|c| c.name.clone()).collect();
     let plan = plan::make_plan(&names, s.trials, s.order);
     println!(
-        "scenario {} ({}): {} configuration(s) × {} trial(s), {} order, {} s each after {} s warm-up",
+        "scenario {} ({}): {} configuration(s) × {} trial(s), {} order, {} s each after {} s warm-up, on {}",
         s.name,
         s.path.display(),
         s.configs.len(),
@@ -563,7 +522,8 @@ fn dry_run(s: &Scenario, only: &[String], sys: &SysPaths, results_root: &Path) -
             scenario::Order::Blocked => "blocked",
         },
         s.duration.as_secs_f64(),
-        s.warmup.as_secs_f64()
+        s.warmup.as_secs_f64(),
+        session.target.describe()
     );
     let total = expected_trial_time(s) * plan.len() as u32;
     println!(
@@ -575,45 +535,47 @@ fn dry_run(s: &Scenario, only: &[String], sys: &SysPaths, results_root: &Path) -
     for t in &plan {
         println!("  {:>3}. {}", t.seq, t.stem());
     }
-    for c in &s.configs {
+    for (i, c) in s.configs.iter().enumerate() {
         println!("config {}:", c.name);
-        if c.knobs.is_empty() && c.pm_qos_us.is_none() {
+        let knobs: Vec<_> = session
+            .knobs
+            .iter()
+            .filter(|k| k.config == c.name)
+            .collect();
+        if knobs.is_empty() && c.pm_qos_us.is_none() {
             println!("  knobs: none");
         }
-        for spec in &c.knobs {
-            for w in knobs::expand(spec, sys)? {
-                let now = knobs::save(&w)
-                    .map(|s| s.restore)
-                    .unwrap_or_else(|e| format!("<{e}>"));
-                println!(
-                    "  {}: {} -> {} (restored to {} after each trial)",
-                    w.what, now, w.value, now
-                );
-            }
-        }
-        if let Some(us) = c.pm_qos_us {
+        for k in knobs {
             println!(
-                "  pm_qos_cpu_dma_latency_us: hold {us} us on {} during each trial",
-                knobs::PM_QOS_DEVICE
+                "  {}: {} -> {} (restored to {} after each trial)",
+                k.what, k.found, k.requested, k.found
             );
         }
-        let wav = match &c.audio.source {
-            AudioSource::File(p) => p.clone(),
-            AudioSource::Generate(_) => tmpfs_dir().join("xrunbench-<pid>-<n>.wav"),
+        if let Some(us) = c.pm_qos_us {
+            println!("  pm_qos_cpu_dma_latency_us: hold {us} us on /dev/cpu_dma_latency during each trial");
+        }
+        let planned = PlannedTrial {
+            seq: i + 1,
+            config: i,
+            config_name: c.name.clone(),
+            k: 1,
         };
-        let json = Path::new("trials").join(format!(".{}-K.player.json", c.name));
-        println!(
-            "  player: xrun-player {}",
-            trial::player_args(s, c, &wav, &json).join(" ")
-        );
-        match &c.load {
-            Some(l) => {
-                let json = Path::new("trials").join(format!(".{}-K.load.json", c.name));
-                println!(
-                    "  load:   xrun-hackbench {}",
-                    trial::load_args(s, l, &json).join(" ")
-                );
-            }
+        let spec = session.spec(&planned, Path::new("<run>"));
+        let wav = match &spec.audio {
+            AudioInput::File(p) => p.clone(),
+            AudioInput::Tone(_) => PathBuf::from("/dev/shm/xrunbench-<pid>-tone.wav"),
+        };
+        let json = |who: &str| Path::new("trials").join(format!(".{}-K.{who}.json", c.name));
+        let player = spec
+            .player
+            .to_args(&wav, s.duration.as_secs_f64(), &json("player"));
+        println!("  player: xrun-player {}", player.join(" "));
+        match &spec.load {
+            Some(l) => println!(
+                "  load:   xrun-hackbench {}",
+                l.to_args(spec.warmup_us, spec.duration_us, &json("load"))
+                    .join(" ")
+            ),
             None => println!("  load:   none"),
         }
     }
@@ -623,4 +585,73 @@ fn dry_run(s: &Scenario, only: &[String], sys: &SysPaths, results_root: &Path) -
         s.name
     );
     Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn quickstart() -> Scenario {
+        let p = crate::util::workspace_root().join("scenarios/quickstart.toml");
+        scenario::load(&p).unwrap().1
+    }
+
+    #[test]
+    fn target_on_the_command_line_makes_or_changes_the_board() {
+        let mut s = quickstart();
+        let args = TargetArgs {
+            target: Some("root@127.0.0.1".into()),
+            ssh_options: vec!["Port=2222".into()],
+        };
+        args.apply(&mut s).unwrap();
+        let t = s.target.clone().unwrap();
+        assert_eq!(t.destination, "root@127.0.0.1");
+        assert_eq!(t.options, ["Port=2222"]);
+        assert_eq!(
+            t.trial_timeout,
+            scenario::default_trial_timeout(s.duration, s.warmup)
+        );
+        // On a scenario with [target]: the destination replaced, the
+        // command line's options first.
+        let mut s2 = s.clone();
+        s2.target.as_mut().unwrap().options = vec!["ProxyJump=gw".into()];
+        let more = TargetArgs {
+            target: Some("pi@other".into()),
+            ssh_options: vec!["Port=22".into()],
+        };
+        more.apply(&mut s2).unwrap();
+        let t2 = s2.target.unwrap();
+        assert_eq!(t2.destination, "pi@other");
+        assert_eq!(t2.options, ["Port=22", "ProxyJump=gw"]);
+    }
+
+    #[test]
+    fn bad_target_options_are_one_line() {
+        let mut s = quickstart();
+        let only_options = TargetArgs {
+            target: None,
+            ssh_options: vec!["Port=2".into()],
+        };
+        assert!(only_options
+            .apply(&mut s)
+            .unwrap_err()
+            .contains("--ssh-option needs a board"));
+        let unchecked = TargetArgs {
+            target: Some("b".into()),
+            ssh_options: vec!["UserKnownHostsFile=/dev/null".into()],
+        };
+        let e = unchecked.apply(&mut s).unwrap_err();
+        assert!(
+            e.starts_with("--ssh-option `UserKnownHostsFile=/dev/null`"),
+            "{e}"
+        );
+        let injected = TargetArgs {
+            target: Some("-oProxyCommand=x".into()),
+            ssh_options: vec![],
+        };
+        assert!(injected
+            .apply(&mut s)
+            .unwrap_err()
+            .starts_with("--target `-oProxyCommand=x`"));
+    }
 }

@@ -1,11 +1,11 @@
 //! The plan: which configuration runs in which trial slot.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::scenario::Order;
 
 /// One trial slot.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PlannedTrial {
     /// Position in the run, 1-based.
     pub seq: usize,

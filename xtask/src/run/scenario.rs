@@ -11,7 +11,12 @@ use std::path::{Path, PathBuf};
 use serde::de::{self, MapAccess, Visitor};
 use serde::{Deserialize, Deserializer, Serialize};
 
-use super::units::{CpuList, Priority, Span};
+use xrunbench_schema::trial::{HackbenchArgs, HackbenchMode, HackbenchTransport, ToneSpec};
+use xrunbench_schema::{Backend, CpalHost, CpuList, Priority};
+
+pub use xrunbench_schema::trial::KnobSpec;
+
+use super::units::Span;
 
 /// A problem with the scenario file: one line, naming the file and where.
 #[derive(Debug, thiserror::Error)]
@@ -49,6 +54,55 @@ pub struct ScenarioFile {
     /// The configurations to compare.
     #[serde(default, rename = "config")]
     pub configs: Vec<ConfigSpec>,
+    /// Where the trials run; absent: this machine.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target: Option<TargetSpec>,
+}
+
+/// `[target]`: a board reached over SSH. Every key but `ssh` is optional;
+/// the defaults are in scenarios/README.md.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TargetSpec {
+    /// An OpenSSH destination (`root@rpi4.lab`, a `Host` of
+    /// ~/.ssh/config, `ssh://user@host:port`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ssh: Option<String>,
+    /// TCP port (`Port`); default: ssh's (its config, else 22).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub port: Option<u16>,
+    /// Private key file (`IdentityFile`), relative to the scenario file
+    /// or `~/…`; default: ssh's (agent, ~/.ssh/config, ~/.ssh/id_*).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub identity: Option<PathBuf>,
+    /// known_hosts file (`UserKnownHostsFile`); default: ssh's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub known_hosts: Option<PathBuf>,
+    /// More ssh_config options, `Key=Value` (`ServerAliveInterval=1`,
+    /// `ProxyJump=gw`); never ones that turn host-key checking off.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub options: Vec<String>,
+    /// Where the board binaries go on the board (relative: under the
+    /// login's home).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workdir: Option<String>,
+    /// `auto` (from `uname -m`), `aarch64`, `armv7` or `x86_64`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub arch: Option<String>,
+    /// How long connecting may take (`ConnectTimeout`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub connect_timeout: Option<Span>,
+    /// A trial still running this long after it started is stopped on the
+    /// board and counted lost.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trial_timeout: Option<Span>,
+    /// How often a lost trial is run again.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retries: Option<u32>,
+    /// How long to keep reconnecting after the link dropped before the
+    /// run ends.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reconnect_timeout: Option<Span>,
 }
 
 /// Trial order: `interleaved` (A B A B …, default: slow drift of the
@@ -76,10 +130,14 @@ pub struct AudioSpec {
     /// Or a tone generated into /dev/shm for the run.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub generate: Option<ToneSpec>,
-    /// `alsa`, `virtual` or `auto`.
+    /// `auto`, `alsa`, `virtual` or `cpal`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub backend: Option<Backend>,
-    /// ALSA PCM name.
+    /// cpal's host with `backend = "cpal"`: `alsa` (default), `jack`,
+    /// `pulseaudio`, `pipewire`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host: Option<CpalHost>,
+    /// ALSA PCM name (with cpal: a device as `xrun-player --list-devices` names it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub device: Option<String>,
     /// Ring buffer length (aplay -B).
@@ -94,82 +152,6 @@ pub struct AudioSpec {
     /// CPU affinity of the player.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cpu: Option<CpuList>,
-}
-
-/// The player's backend.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Backend {
-    /// ALSA when the machine has a sound card, else the virtual sink.
-    #[default]
-    Auto,
-    /// An ALSA PCM.
-    Alsa,
-    /// The simulated device.
-    Virtual,
-}
-
-impl Backend {
-    /// The spelling `xrun-player --backend` takes.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Backend::Auto => "auto",
-            Backend::Alsa => "alsa",
-            Backend::Virtual => "virtual",
-        }
-    }
-}
-
-/// `generate = { … }`: a sine tone written as a WAV into /dev/shm.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ToneSpec {
-    /// Frequency, Hz (default 440).
-    #[serde(default = "default_tone_hz")]
-    pub tone_hz: f64,
-    /// Length of the file, seconds (default: the trial's duration; the
-    /// player loops the file when it is shorter).
-    #[serde(default)]
-    pub seconds: Option<f64>,
-    /// Sample rate, Hz (default 48000).
-    #[serde(default = "default_rate")]
-    pub rate: u32,
-    /// Channels (default 2).
-    #[serde(default = "default_channels")]
-    pub channels: u16,
-    /// Sample format (default `S16_LE`).
-    #[serde(default)]
-    pub format: SampleFormat,
-}
-
-fn default_tone_hz() -> f64 {
-    440.0
-}
-fn default_rate() -> u32 {
-    48_000
-}
-fn default_channels() -> u16 {
-    2
-}
-
-/// Sample formats the tone generator writes, in ALSA's spelling.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub enum SampleFormat {
-    /// Unsigned 8-bit (`U8`).
-    U8,
-    /// Signed 16-bit little endian (`S16_LE`).
-    #[default]
-    #[serde(rename = "S16_LE")]
-    S16Le,
-    /// Signed 24-bit in 3 bytes, little endian (`S24_3LE`).
-    #[serde(rename = "S24_3LE")]
-    S24Le3,
-    /// Signed 32-bit little endian (`S32_LE`).
-    #[serde(rename = "S32_LE")]
-    S32Le,
-    /// 32-bit IEEE float little endian (`FLOAT_LE`).
-    #[serde(rename = "FLOAT_LE")]
-    FloatLe,
 }
 
 /// `load = "none"` or a `[load]` table.
@@ -247,29 +229,9 @@ pub struct HackbenchSpec {
     /// `process` (default) or `thread`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mode: Option<HackbenchMode>,
-    /// `socket` (default) or `pipe`.
+    /// `socket` (default), `pipe` (`-p`) or `inet` (`-i`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub transport: Option<Transport>,
-}
-
-/// hackbench `-T` / `-P`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum HackbenchMode {
-    /// Worker processes (`-P`, rt-tests' default).
-    Process,
-    /// Worker threads (`-T`).
-    Thread,
-}
-
-/// hackbench's transport.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Transport {
-    /// Unix socket pairs (rt-tests' default).
-    Socket,
-    /// Pipes (`-p`).
-    Pipe,
+    pub transport: Option<HackbenchTransport>,
 }
 
 /// A sysctl or debugfs value: TOML strings and integers are both accepted.
@@ -363,6 +325,87 @@ pub struct Scenario {
     pub order: Order,
     /// The configurations, in file order.
     pub configs: Vec<Config>,
+    /// The board the trials run on (`[target]`, `--target`); `None`: this
+    /// machine. Not part of the [`ScenarioFingerprint`]: the same
+    /// experiment runs on a board or here.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target: Option<SshTarget>,
+}
+
+/// Default `[target] workdir`: under the login's home.
+pub const DEFAULT_WORKDIR: &str = ".cache/xrunbench";
+/// Default `[target] connect_timeout`.
+pub const DEFAULT_CONNECT_TIMEOUT: Span = Span::from_secs(10);
+/// Default `[target] retries`.
+pub const DEFAULT_RETRIES: u32 = 2;
+/// Default `[target] reconnect_timeout`.
+pub const DEFAULT_RECONNECT_TIMEOUT: Span = Span::from_secs(60);
+
+/// `[target]` resolved: defaults filled, paths absolute, options checked.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SshTarget {
+    /// The OpenSSH destination.
+    pub destination: String,
+    /// `Port`, if set.
+    pub port: Option<u16>,
+    /// `IdentityFile`, if set (absolute).
+    pub identity: Option<PathBuf>,
+    /// `UserKnownHostsFile`, if set (absolute).
+    pub known_hosts: Option<PathBuf>,
+    /// ssh_config options, `Key=Value`: `--ssh-option`s first (the first
+    /// value ssh sees wins), then the file's.
+    pub options: Vec<String>,
+    /// The board's directory for the binaries.
+    pub workdir: String,
+    /// `auto`, or the architecture whose binaries the board runs.
+    pub arch: String,
+    /// Connecting may take this long.
+    pub connect_timeout: Span,
+    /// A trial running longer is stopped and counted lost.
+    pub trial_timeout: Span,
+    /// Lost trials are run again this many times.
+    pub retries: u32,
+    /// Reconnecting is tried for this long.
+    pub reconnect_timeout: Span,
+}
+
+impl SshTarget {
+    /// A target with every default, for `destination` (`--target` without a
+    /// `[target]` table), for trials of `duration` after `warmup`.
+    pub fn with_defaults(destination: &str, duration: Span, warmup: Span) -> Result<Self, String> {
+        check_destination(destination)?;
+        Ok(SshTarget {
+            destination: destination.to_string(),
+            port: None,
+            identity: None,
+            known_hosts: None,
+            options: Vec::new(),
+            workdir: DEFAULT_WORKDIR.into(),
+            arch: "auto".into(),
+            connect_timeout: DEFAULT_CONNECT_TIMEOUT,
+            trial_timeout: default_trial_timeout(duration, warmup),
+            retries: DEFAULT_RETRIES,
+            reconnect_timeout: DEFAULT_RECONNECT_TIMEOUT,
+        })
+    }
+}
+
+/// Default `[target] trial_timeout`: twice the trial's own length and a
+/// minute for starting, stopping and the machine lock.
+pub fn default_trial_timeout(duration: Span, warmup: Span) -> Span {
+    Span::from_micros(2 * (duration.as_micros() + warmup.as_micros()) + 60_000_000)
+}
+
+/// An OpenSSH destination we pass on: not an option, no blanks or control
+/// characters.
+pub fn check_destination(d: &str) -> Result<(), String> {
+    if d.is_empty() || d.starts_with('-') || d.chars().any(|c| c.is_whitespace() || c.is_control())
+    {
+        return Err(format!(
+            "`{d}` is not an ssh destination like root@rpi4.lab (no leading `-`, no blanks)"
+        ));
+    }
+    Ok(())
 }
 
 /// One configuration, resolved.
@@ -382,36 +425,6 @@ pub struct Config {
     pub load: Option<Load>,
 }
 
-/// A knob setting as the scenario asks for it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "kind", rename_all = "snake_case")]
-pub enum KnobSpec {
-    /// `/proc/sys/<name with dots as slashes>`.
-    Sysctl {
-        /// Dotted name.
-        name: String,
-        /// Value to write.
-        value: String,
-    },
-    /// A word for /sys/kernel/debug/sched/features (`NEXT_BUDDY`, `NO_NEXT_BUDDY`).
-    SchedFeature {
-        /// The word as written.
-        word: String,
-    },
-    /// Another file under /sys/kernel/debug/sched/.
-    SchedDebug {
-        /// File name.
-        file: String,
-        /// Value to write.
-        value: String,
-    },
-    /// cpufreq governor of every CPU.
-    Governor {
-        /// Governor name.
-        value: String,
-    },
-}
-
 /// Where the audio comes from.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -429,6 +442,8 @@ pub struct Audio {
     pub source: AudioSource,
     /// Backend.
     pub backend: Backend,
+    /// cpal's host (with the cpal backend only).
+    pub host: Option<CpalHost>,
     /// Device (None = the player's default).
     pub device: Option<String>,
     /// Buffer time (None = the player's default).
@@ -445,26 +460,9 @@ pub struct Audio {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Load {
     /// hackbench's parameters.
-    pub hackbench: Hackbench,
+    pub hackbench: HackbenchArgs,
     /// Delay after the player started.
     pub start_delay: Span,
-}
-
-/// hackbench's parameters with defaults filled.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Hackbench {
-    /// `-g`.
-    pub groups: u32,
-    /// `-f`.
-    pub fds: u32,
-    /// `-l`.
-    pub loops: u32,
-    /// `-s`.
-    pub datasize: u32,
-    /// `-T` / `-P`.
-    pub mode: HackbenchMode,
-    /// `-p` or sockets.
-    pub transport: Transport,
 }
 
 /// What must be the same for trials of two configurations to be compared
@@ -525,6 +523,7 @@ impl ScenarioFingerprint {
             ("warmup", self.warmup != other.warmup),
             ("audio.source", a.source != b.source),
             ("audio.backend", a.backend != b.backend),
+            ("audio.host", a.host != b.host),
             ("audio.device", a.device != b.device),
             ("audio.buffer_time", a.buffer_time != b.buffer_time),
             ("audio.period_time", a.period_time != b.period_time),
@@ -660,16 +659,134 @@ pub fn resolve(path: &Path, file: &ScenarioFile) -> Result<Scenario, ScenarioErr
             load,
         });
     }
+    let warmup = file.warmup.unwrap_or(DEFAULT_WARMUP);
+    let target = match &file.target {
+        Some(t) => Some(
+            resolve_target(t, base_dir, duration, warmup)
+                .map_err(|(k, m)| err(&format!("target.{k}"), m))?,
+        ),
+        None => None,
+    };
     Ok(Scenario {
         path: path.to_path_buf(),
         name: file.name.clone(),
         description: file.description.clone(),
         trials,
         duration,
-        warmup: file.warmup.unwrap_or(DEFAULT_WARMUP),
+        warmup,
         order: file.order,
         configs,
+        target,
     })
+}
+
+/// `[target]` with its defaults; an error names the key.
+fn resolve_target(
+    t: &TargetSpec,
+    base_dir: &Path,
+    duration: Span,
+    warmup: Span,
+) -> Result<SshTarget, (&'static str, String)> {
+    let Some(ssh) = &t.ssh else {
+        return Err((
+            "ssh",
+            "missing: name the board, e.g. ssh = \"root@rpi4.lab\"".into(),
+        ));
+    };
+    let mut out = SshTarget::with_defaults(ssh, duration, warmup).map_err(|m| ("ssh", m))?;
+    if t.port == Some(0) {
+        return Err(("port", "must be 1 to 65535".into()));
+    }
+    out.port = t.port;
+    out.identity = t
+        .identity
+        .as_deref()
+        .map(|p| host_file(p, base_dir))
+        .transpose()
+        .map_err(|m| ("identity", m))?;
+    out.known_hosts = t
+        .known_hosts
+        .as_deref()
+        .map(|p| host_file(p, base_dir))
+        .transpose()
+        .map_err(|m| ("known_hosts", m))?;
+    if out.known_hosts.as_deref() == Some(Path::new("/dev/null")) {
+        return Err((
+            "known_hosts",
+            "/dev/null would accept any host key: host keys are always checked".into(),
+        ));
+    }
+    for o in &t.options {
+        crate::target::ssh::check_option(o).map_err(|m| ("options", m))?;
+    }
+    out.options = t.options.clone();
+    if let Some(w) = &t.workdir {
+        check_workdir(w).map_err(|m| ("workdir", m))?;
+        out.workdir = w.clone();
+    }
+    if let Some(a) = &t.arch {
+        let arches = crate::target::binaries::ARCHES;
+        if a != "auto" && !arches.contains(&a.as_str()) {
+            return Err(("arch", format!("`{a}` is not auto, {}", arches.join(", "))));
+        }
+        out.arch = a.clone();
+    }
+    if let Some(c) = t.connect_timeout {
+        if !(1_000_000..=3_600_000_000).contains(&c.as_micros()) {
+            return Err(("connect_timeout", format!("{c} is outside 1s..1h")));
+        }
+        out.connect_timeout = c;
+    }
+    if let Some(tt) = t.trial_timeout {
+        let trial = Span::from_micros(duration.as_micros() + warmup.as_micros());
+        if tt <= trial {
+            return Err((
+                "trial_timeout",
+                format!("{tt} must be longer than a trial (warmup + duration = {trial})"),
+            ));
+        }
+        out.trial_timeout = tt;
+    }
+    if let Some(r) = t.retries {
+        if r > 100 {
+            return Err(("retries", format!("{r} is more than 100")));
+        }
+        out.retries = r;
+    }
+    if let Some(r) = t.reconnect_timeout {
+        out.reconnect_timeout = r;
+    }
+    Ok(out)
+}
+
+/// A file on the host named in `[target]`: `~/…` is under $HOME, a
+/// relative path under the scenario's directory; it must exist.
+fn host_file(p: &Path, base_dir: &Path) -> Result<PathBuf, String> {
+    let path = match p.strip_prefix("~") {
+        Ok(rest) => match std::env::var_os("HOME") {
+            Some(home) => PathBuf::from(home).join(rest),
+            None => return Err(format!("{}: `~` needs $HOME", p.display())),
+        },
+        Err(_) => base_dir.join(p),
+    };
+    if path != Path::new("/dev/null") && !path.is_file() {
+        return Err(format!("{}: no such file", path.display()));
+    }
+    Ok(path)
+}
+
+/// `[target] workdir`: one path the board's shell gets quoted, so `~` is
+/// not expanded there.
+pub fn check_workdir(w: &str) -> Result<(), String> {
+    if w.is_empty() || w.chars().any(|c| c == '\0' || c == '\n' || c == '\r') {
+        return Err(format!("`{w}` must be a non-empty path on one line"));
+    }
+    if w.starts_with('~') {
+        return Err(format!(
+            "`{w}`: `~` is not expanded; a relative path is already under the login's home"
+        ));
+    }
+    Ok(())
 }
 
 fn resolve_audio(
@@ -707,13 +824,28 @@ fn resolve_audio(
     {
         return Err("buffer_time and period_time must be above 0".into());
     }
+    if buffer_time.is_some_and(|b| u32::try_from(b.as_micros()).is_err()) {
+        return Err("buffer_time must be shorter than 71 min".into());
+    }
+    let backend = over.backend.or(base.backend).unwrap_or_default();
+    let host = over.host.or(base.host);
+    let host = match (backend, host) {
+        (Backend::Cpal, h) => Some(h.unwrap_or_default()),
+        (_, None) => None,
+        (b, Some(h)) => {
+            return Err(format!(
+                "host `{h}` needs backend = \"cpal\" (backend is `{b}`)"
+            ))
+        }
+    };
     Ok(Audio {
         source,
-        backend: over.backend.or(base.backend).unwrap_or_default(),
+        backend,
+        host,
         device: over.device.clone().or_else(|| base.device.clone()),
         buffer_time,
         period_time,
-        priority: over.priority.clone().or_else(|| base.priority.clone()),
+        priority: over.priority.or(base.priority),
         cpu: over.cpu.clone().or_else(|| base.cpu.clone()),
     })
 }
@@ -767,13 +899,14 @@ fn resolve_load(
             "start_delay {start_delay} must be shorter than duration {duration}"
         ));
     }
-    let h = Hackbench {
-        groups: hb.groups.unwrap_or(10),
-        fds: hb.fds.unwrap_or(20),
-        loops: hb.loops.unwrap_or(100),
-        datasize: hb.datasize.unwrap_or(100),
+    let d = HackbenchArgs::default();
+    let h = HackbenchArgs {
+        groups: hb.groups.unwrap_or(d.groups),
+        fds: hb.fds.unwrap_or(d.fds),
+        loops: hb.loops.unwrap_or(d.loops),
+        datasize: hb.datasize.unwrap_or(d.datasize),
         mode: hb.mode.unwrap_or(HackbenchMode::Process),
-        transport: hb.transport.unwrap_or(Transport::Socket),
+        transport: hb.transport.unwrap_or(HackbenchTransport::Socket),
     };
     if h.groups == 0 || h.fds == 0 || h.loops == 0 || h.datasize == 0 {
         return Err("hackbench groups, fds, loops and datasize must be at least 1".into());
@@ -912,8 +1045,8 @@ mod tests {
         )
         .unwrap();
         let [a, b, c] = &s.configs[..] else { panic!() };
-        assert_eq!(a.audio.priority.as_ref().unwrap().as_str(), "other");
-        assert_eq!(b.audio.priority.as_ref().unwrap().as_str(), "fifo:80");
+        assert_eq!(a.audio.priority, Some(Priority::Other(None)));
+        assert_eq!(b.audio.priority, Some(Priority::Fifo(80)));
         assert_eq!(b.audio.buffer_time, Some(Span::from_micros(20_000)));
         assert_eq!(a.load.as_ref().unwrap().hackbench.groups, 4);
         assert!(b.load.is_none());
@@ -1034,5 +1167,70 @@ mod tests {
         let json = serde_json::to_string(&s).unwrap();
         let back: Scenario = serde_json::from_str(&json).unwrap();
         assert_eq!(back.fingerprint("a"), s.fingerprint("a"));
+    }
+    #[test]
+    fn target_gets_its_defaults_and_stays_out_of_the_fingerprint() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("lab_key"), "k").unwrap();
+        let p = dir.path().join("s.toml");
+        let text = format!(
+            "{MIN}[target]\nssh = \"root@rpi4.lab\"\nidentity = \"lab_key\"\n\
+             options = [\"ProxyJump=gw\"]\n"
+        );
+        let s = resolve(&p, &parse(&p, &text).unwrap()).unwrap();
+        let t = s.target.clone().unwrap();
+        assert_eq!(t.destination, "root@rpi4.lab");
+        assert_eq!(
+            t.identity.as_deref(),
+            Some(dir.path().join("lab_key").as_path())
+        );
+        assert_eq!(
+            (t.workdir.as_str(), t.arch.as_str()),
+            (DEFAULT_WORKDIR, "auto")
+        );
+        assert_eq!(
+            (t.retries, t.connect_timeout),
+            (DEFAULT_RETRIES, DEFAULT_CONNECT_TIMEOUT)
+        );
+        // 2 × (10 s + 1 s) + 60 s.
+        assert_eq!(t.trial_timeout, Span::from_secs(82));
+        assert_eq!(t.options, ["ProxyJump=gw"]);
+        let here = parse_str(MIN).unwrap();
+        assert_eq!(s.fingerprint("a"), here.fingerprint("a"));
+        let back: Scenario = serde_json::from_str(&serde_json::to_string(&s).unwrap()).unwrap();
+        assert_eq!(back.target, s.target);
+    }
+
+    #[test]
+    fn target_errors_name_the_key() {
+        for (table, want) in [
+            (
+                "ssh = \"b\"\nport = 0",
+                "s.toml: target.port: must be 1 to 65535",
+            ),
+            (
+                "ssh = \"b\"\nidentity = \"/no/such/key\"",
+                "target.identity: /no/such/key: no such file",
+            ),
+            (
+                "ssh = \"b\"\nworkdir = \"~/x\"",
+                "target.workdir: `~/x`: `~` is not expanded",
+            ),
+            (
+                "ssh = \"b\"\noptions = [\"ControlPath=/x\"]",
+                "xrunbench sets ControlPath itself",
+            ),
+            (
+                "ssh = \"b c\"",
+                "target.ssh: `b c` is not an ssh destination",
+            ),
+            (
+                "ssh = \"b\"\nconnect_timeout = \"10ms\"",
+                "target.connect_timeout: 10ms is outside 1s..1h",
+            ),
+        ] {
+            let e = parse_str(&format!("{MIN}[target]\n{table}\n")).unwrap_err();
+            assert!(e.contains(want), "{e}");
+        }
     }
 }

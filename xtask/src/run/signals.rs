@@ -1,6 +1,7 @@
 //! SIGINT and SIGTERM end a run cleanly: the handler only records the
-//! signal; the trial loop sees it, stops the children, restores the knobs,
-//! keeps the finished trials and exits 130.
+//! signal; the runner closes the running trial's stdin (the trial then
+//! stops, restores its knobs and still sends its record), keeps the
+//! finished trials and exits 130.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -23,21 +24,5 @@ pub fn stop_requested() -> Option<i32> {
     match STOP.load(Ordering::SeqCst) {
         0 => None,
         s => Some(s as i32),
-    }
-}
-
-/// Sleeps up to `d`, waking early when a stop is requested. Returns whether
-/// the whole time passed.
-pub fn sleep_unless_stopped(d: std::time::Duration) -> bool {
-    let end = std::time::Instant::now() + d;
-    loop {
-        if stop_requested().is_some() {
-            return false;
-        }
-        let now = std::time::Instant::now();
-        if now >= end {
-            return true;
-        }
-        std::thread::sleep((end - now).min(std::time::Duration::from_millis(50)));
     }
 }

@@ -1,5 +1,6 @@
-//! Values with units or a small syntax, checked while the TOML is parsed so
-//! that a mistake is reported with its line and column.
+//! Time spans with units, checked while the TOML is parsed so that a
+//! mistake is reported with its line and column. (Priorities, CPU lists and
+//! the other shared words are the schema's vocabulary.)
 
 use std::fmt;
 
@@ -131,105 +132,6 @@ impl<'de> Deserialize<'de> for Span {
     }
 }
 
-/// The player's `--priority`: `fifo:N`, `rr:N` (N in 1..=99), `other` or
-/// `other:NICE` (NICE in -20..=19); checked here so a typo fails at parse
-/// time rather than inside a trial.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(try_from = "String", into = "String")]
-pub struct Priority(String);
-
-impl Priority {
-    /// The text passed to `xrun-player --priority`.
-    pub fn as_str(&self) -> &str {
-        &self.0
-    }
-
-    /// Whether this asks for a real-time policy (needs privileges).
-    pub fn is_realtime(&self) -> bool {
-        self.0.starts_with("fifo:") || self.0.starts_with("rr:")
-    }
-}
-
-impl TryFrom<String> for Priority {
-    type Error = String;
-
-    fn try_from(text: String) -> Result<Self, String> {
-        let bad = || {
-            format!("priority `{text}` is not one of fifo:N, rr:N (N = 1..99), other, other:NICE (NICE = -20..19)")
-        };
-        match text.split_once(':') {
-            None if text == "other" => Ok(Priority(text)),
-            Some(("fifo" | "rr", n)) => match n.parse::<u8>() {
-                Ok(1..=99) => Ok(Priority(text)),
-                _ => Err(bad()),
-            },
-            Some(("other", nice)) => match nice.parse::<i8>() {
-                Ok(-20..=19) => Ok(Priority(text)),
-                _ => Err(bad()),
-            },
-            _ => Err(bad()),
-        }
-    }
-}
-
-impl From<Priority> for String {
-    fn from(p: Priority) -> String {
-        p.0
-    }
-}
-
-/// A CPU list as taskset writes it: `"1"`, `"0,2"`, `"0-3,6"`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(try_from = "String", into = "String")]
-pub struct CpuList {
-    text: String,
-    cpus: Vec<usize>,
-}
-
-impl CpuList {
-    /// The text passed to `xrun-player --cpu`.
-    pub fn as_str(&self) -> &str {
-        &self.text
-    }
-
-    /// The CPU numbers, ascending, without duplicates.
-    pub fn cpus(&self) -> &[usize] {
-        &self.cpus
-    }
-}
-
-impl TryFrom<String> for CpuList {
-    type Error = String;
-
-    fn try_from(text: String) -> Result<Self, String> {
-        let bad = || format!("CPU list `{text}` is not like \"1\", \"0,2\" or \"0-3\"");
-        let mut cpus = Vec::new();
-        for part in text.split(',') {
-            let part = part.trim();
-            let (lo, hi) = match part.split_once('-') {
-                Some((a, b)) => (a.parse::<usize>(), b.parse::<usize>()),
-                None => (part.parse::<usize>(), part.parse::<usize>()),
-            };
-            let (Ok(lo), Ok(hi)) = (lo, hi) else {
-                return Err(bad());
-            };
-            if lo > hi || hi >= 4096 {
-                return Err(bad());
-            }
-            cpus.extend(lo..=hi);
-        }
-        cpus.sort_unstable();
-        cpus.dedup();
-        Ok(CpuList { text, cpus })
-    }
-}
-
-impl From<CpuList> for String {
-    fn from(c: CpuList) -> String {
-        c.text
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -253,23 +155,5 @@ mod tests {
         assert_eq!(Span::from_secs(10).to_string(), "10s");
         assert_eq!(Span::from_micros(1_500).to_string(), "1500us");
         assert_eq!(Span::from_micros(0).to_string(), "0ms");
-    }
-
-    #[test]
-    fn priorities_follow_the_players_syntax() {
-        for ok in ["fifo:80", "rr:1", "other", "other:-5", "other:19"] {
-            Priority::try_from(ok.to_string()).unwrap();
-        }
-        for bad in ["fifo", "fifo:0", "fifo:100", "idle", "other:30", "rr:x"] {
-            assert!(Priority::try_from(bad.to_string()).is_err(), "{bad}");
-        }
-    }
-
-    #[test]
-    fn cpu_lists_expand_ranges() {
-        let c = CpuList::try_from("0-2,5,1".to_string()).unwrap();
-        assert_eq!(c.cpus(), &[0, 1, 2, 5]);
-        assert!(CpuList::try_from("3-1".to_string()).is_err());
-        assert!(CpuList::try_from("a".to_string()).is_err());
     }
 }

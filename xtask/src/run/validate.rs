@@ -1,58 +1,34 @@
-//! Checks against this machine, all made before anything runs: the WAV is
-//! there, the CPUs exist, every knob file exists and opens for writing, the
-//! kernel is the one a configuration expects. Reads only; writes nothing.
+//! Validation of a scenario against the machine that will run it. The
+//! host checks what only the host can (the scenario itself, `--only`, the
+//! WAV's header before it is copied anywhere); the rest comes from the
+//! target (`xrun-trial probe` for the kernel, `xrun-trial check` for
+//! knobs, CPUs, priorities, devices). All problems are reported at once,
+//! one line each, before anything runs.
 
 use std::path::Path;
 
-use super::knobs::{self, PmQosHold, SysPaths};
-use super::scenario::{AudioSource, Config, Scenario};
+use xrunbench_schema::probe::CheckReport;
 
-/// The scenario narrowed to what runs here, and why the rest does not.
-#[derive(Debug)]
-pub struct Checked {
-    /// The configurations that will run.
-    pub scenario: Scenario,
-    /// One line per configuration skipped for its kernel.
-    pub skipped: Vec<String>,
-}
+use super::scenario::{AudioSource, Scenario};
 
-/// This machine's `uname -r`.
-pub fn kernel_release() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/osrelease")
-        .map(|s| s.trim().to_string())
-        .unwrap_or_default()
-}
-
-/// Applies `--only`, skips configurations meant for another kernel, and
-/// checks the rest. Every problem found is one line in the error list.
-pub fn check_system(
+/// Applies `--only` and skips configurations meant for another kernel
+/// than `kernel` (the target's `uname -r`). Returns the narrowed scenario
+/// and one line per configuration skipped.
+pub fn narrow(
     mut s: Scenario,
     only: &[String],
-    sys: &SysPaths,
-) -> Result<Checked, Vec<String>> {
+    kernel: &str,
+) -> Result<(Scenario, Vec<String>), Vec<String>> {
     let file = s.path.display().to_string();
-    let mut errors = Vec::new();
-    for name in only {
-        if !s.configs.iter().any(|c| &c.name == name) {
-            let names: Vec<&str> = s.configs.iter().map(|c| c.name.as_str()).collect();
-            errors.push(format!(
-                "{file}: --only {name}: no such configuration (have: {})",
-                names.join(", ")
-            ));
-        }
-    }
-    if !errors.is_empty() {
-        return Err(errors);
-    }
+    check_only(&s, only)?;
     if !only.is_empty() {
         s.configs.retain(|c| only.contains(&c.name));
     }
-    let release = kernel_release();
     let mut skipped = Vec::new();
     s.configs.retain(|c| match &c.kernel {
-        Some(k) if *k != release => {
+        Some(k) if k != kernel => {
             skipped.push(format!(
-                "{file}: skipping config `{}`: it expects kernel `{k}`, this machine runs `{release}`",
+                "{file}: skipping config `{}`: it expects kernel `{k}`, this machine runs `{kernel}`",
                 c.name
             ));
             false
@@ -60,60 +36,53 @@ pub fn check_system(
         _ => true,
     });
     if s.configs.is_empty() {
-        errors.push(format!(
+        let mut errors = vec![format!(
             "{file}: nothing to run: every configuration was skipped"
-        ));
+        )];
         errors.extend(skipped);
         return Err(errors);
     }
-    for c in &s.configs {
-        errors.extend(check_config(&file, c, sys));
-    }
-    if errors.is_empty() {
-        Ok(Checked {
-            scenario: s,
-            skipped,
+    Ok((s, skipped))
+}
+
+/// `--only` names configurations the scenario has.
+pub fn check_only(s: &Scenario, only: &[String]) -> Result<(), Vec<String>> {
+    let names: Vec<&str> = s.configs.iter().map(|c| c.name.as_str()).collect();
+    let errors: Vec<String> = only
+        .iter()
+        .filter(|n| !names.contains(&n.as_str()))
+        .map(|n| {
+            format!(
+                "{}: --only {n}: no such configuration (have: {})",
+                s.path.display(),
+                names.join(", ")
+            )
         })
+        .collect();
+    if errors.is_empty() {
+        Ok(())
     } else {
         Err(errors)
     }
 }
 
-fn check_config(file: &str, c: &Config, sys: &SysPaths) -> Vec<String> {
-    let at = format!("{file}: config `{}`", c.name);
-    let mut errors = Vec::new();
-    if let AudioSource::File(wav_path) = &c.audio.source {
-        if let Err(e) = check_wav(wav_path) {
-            errors.push(format!("{at}: audio.file: {e}"));
-        }
-    }
-    if let Some(cpus) = &c.audio.cpu {
-        let allowed = allowed_cpus();
-        if let Some(bad) = cpus.cpus().iter().find(|n| !allowed.contains(n)) {
-            errors.push(format!(
-                "{at}: audio.cpu: CPU {bad} is not available here (allowed: {})",
-                list(&allowed)
-            ));
-        }
-    }
-    for spec in &c.knobs {
-        match knobs::expand(spec, sys) {
-            Ok(writes) => {
-                for w in writes {
-                    if let Err(e) = knobs::check(&w) {
-                        errors.push(format!("{at}: {e}"));
-                    }
-                }
+/// What only the host can check: each WAV file is there and is a PCM WAV
+/// (read on the host, before it is copied to a target). Returns
+/// `(configuration, line)` for each problem.
+pub fn host_checks(s: &Scenario) -> Vec<(String, String)> {
+    let file = s.path.display();
+    let mut out = Vec::new();
+    for c in &s.configs {
+        if let AudioSource::File(p) = &c.audio.source {
+            if let Err(e) = check_wav(p) {
+                out.push((
+                    c.name.clone(),
+                    format!("{file}: config `{}`: audio.file: {e}", c.name),
+                ));
             }
-            Err(e) => errors.push(format!("{at}: {e}")),
         }
     }
-    if c.pm_qos_us.is_some() {
-        if let Err(e) = PmQosHold::check() {
-            errors.push(format!("{at}: {e}"));
-        }
-    }
-    errors
+    out
 }
 
 fn check_wav(path: &Path) -> Result<(), String> {
@@ -126,26 +95,53 @@ fn check_wav(path: &Path) -> Result<(), String> {
         .map_err(|e| e.to_string())
 }
 
-/// CPUs this process may run on (the player inherits the same mask).
-pub fn allowed_cpus() -> Vec<usize> {
-    // SAFETY: cpu_set_t is plain data; sched_getaffinity fills it.
-    unsafe {
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        if libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) != 0 {
-            return (0..std::thread::available_parallelism()
-                .map(|n| n.get())
-                .unwrap_or(1))
-                .collect();
-        }
-        (0..libc::CPU_SETSIZE as usize)
-            .filter(|&i| libc::CPU_ISSET(i, &set))
-            .collect()
+/// The target's problems as lines in the scenario's terms: the spec's
+/// field becomes the scenario key a user wrote. A configuration whose WAV
+/// the host already refused is not reported twice.
+pub fn target_lines(s: &Scenario, report: &CheckReport, host: &[(String, String)]) -> Vec<String> {
+    let file = s.path.display();
+    report
+        .problems
+        .iter()
+        .filter(|p| {
+            !(p.field.as_deref() == Some("audio.file") && host.iter().any(|(c, _)| *c == p.config))
+        })
+        .map(|p| {
+            let field = p
+                .field
+                .as_deref()
+                .map(|f| format!("{}: ", scenario_key(f)))
+                .unwrap_or_default();
+            format!("{file}: config `{}`: {field}{}", p.config, p.message)
+        })
+        .collect()
+}
+
+/// The scenario key behind a trial spec's field.
+fn scenario_key(spec_field: &str) -> String {
+    match spec_field {
+        "pm_qos_us" => "pm_qos_cpu_dma_latency_us".into(),
+        "audio.tone" => "audio.generate".into(),
+        f => match f.strip_prefix("player.") {
+            Some(rest) => format!("audio.{}", rest.trim_end_matches("_us")),
+            None => f.into(),
+        },
     }
 }
 
-fn list(cpus: &[usize]) -> String {
-    cpus.iter()
-        .map(|c| c.to_string())
-        .collect::<Vec<_>>()
-        .join(",")
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn spec_fields_map_to_scenario_keys() {
+        assert_eq!(super::scenario_key("player.cpu"), "audio.cpu");
+        assert_eq!(
+            super::scenario_key("player.buffer_time_us"),
+            "audio.buffer_time"
+        );
+        assert_eq!(super::scenario_key("audio.file"), "audio.file");
+        assert_eq!(
+            super::scenario_key("pm_qos_us"),
+            "pm_qos_cpu_dma_latency_us"
+        );
+    }
 }

@@ -35,8 +35,14 @@ pub fn run_xtask(args: &[&str]) -> Output {
     xtask().args(args).output().expect("xtask runs")
 }
 
-/// Directory of release xrun-player / xrun-hackbench, built once, the way
-/// the runner itself builds them (same cargo, same target dir).
+/// The player features the suite's board binaries are built with: the
+/// JACK host, for the cpal scenario test (one feature set for every test
+/// binary, so no test rebuilds a binary another is running).
+pub const BOARD_FEATURES: &str = "xrunbench-player/cpal-jack";
+
+/// Directory of release xrun-trial / xrun-player / xrun-hackbench, built
+/// once per test binary, the way the runner itself builds them (same
+/// cargo, same target dir).
 pub fn bin_dir() -> PathBuf {
     static DIR: OnceLock<PathBuf> = OnceLock::new();
     DIR.get_or_init(|| {
@@ -48,9 +54,13 @@ pub fn bin_dir() -> PathBuf {
                 "--release",
                 "--quiet",
                 "-p",
+                "xrunbench-trial",
+                "-p",
                 "xrunbench-player",
                 "-p",
                 "xrunbench-hackbench",
+                "--features",
+                BOARD_FEATURES,
             ])
             .status()
             .expect("cargo runs");
@@ -61,6 +71,55 @@ pub fn bin_dir() -> PathBuf {
         target.join("release")
     })
     .clone()
+}
+
+/// Runs xtask with `args` and `--bin-dir` (the suite's board binaries).
+pub fn run_xtask_with_bins(args: &[&str]) -> Output {
+    xtask()
+        .args(args)
+        .arg("--bin-dir")
+        .arg(bin_dir())
+        .output()
+        .expect("xtask runs")
+}
+
+/// JSON files in the machine's journal directories (what a trial left
+/// behind; `rejected/` is not a journal).
+pub fn journals() -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for dir in ["/var/lib/xrunbench/journal", "/run/xrunbench/journal"] {
+        if let Ok(entries) = std::fs::read_dir(dir) {
+            for e in entries.flatten() {
+                let p = e.path();
+                if p.is_file() && p.extension().is_some_and(|x| x == "json") {
+                    out.push(p);
+                }
+            }
+        }
+    }
+    out
+}
+
+/// Pids of processes whose command line contains `needle` and whose parent is `ppid`.
+pub fn children_named(ppid: u32, needle: &str) -> Vec<u32> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let stat = std::fs::read_to_string(e.path().join("stat")).unwrap_or_default();
+        // pid (comm) state ppid …: the comm may hold spaces, so split after ')'.
+        let parent = stat
+            .rsplit_once(')')
+            .and_then(|(_, rest)| rest.split_whitespace().nth(1))
+            .and_then(|p| p.parse::<u32>().ok());
+        let cmd = std::fs::read(e.path().join("cmdline")).unwrap_or_default();
+        let cmd = String::from_utf8_lossy(&cmd).replace('\0', " ");
+        if parent == Some(ppid) && cmd.contains(needle) {
+            out.push(pid);
+        }
+    }
+    out
 }
 
 /// A sysctl's current value.

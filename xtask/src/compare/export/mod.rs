@@ -29,6 +29,22 @@ pub enum Format {
     Json,
 }
 
+impl Format {
+    /// Every format, in the order a run writes them.
+    pub const ALL: [Format; 4] = [Format::Text, Format::Markdown, Format::Csv, Format::Json];
+
+    /// The file extension a run directory keeps this format under
+    /// (`comparison.txt`, …).
+    pub fn extension(self) -> &'static str {
+        match self {
+            Format::Text => "txt",
+            Format::Markdown => "md",
+            Format::Csv => "csv",
+            Format::Json => "json",
+        }
+    }
+}
+
 /// The exporter for `format`.
 pub fn exporter(format: Format) -> Box<dyn Exporter> {
     match format {

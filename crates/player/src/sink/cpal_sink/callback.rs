@@ -187,10 +187,11 @@ impl Feeder {
     }
 
     /// `--priority` and `--cpu` go to the thread that feeds the device:
-    /// the hosts create it (ALSA, PulseAudio: cpal's own; JACK: libjack's),
-    /// so it is only reachable from inside. The other threads of the host
-    /// keep their scheduling (a pulse client thread spinning at FIFO 80 on
-    /// the writer's CPU would starve the writer).
+    /// the hosts create it (ALSA, PulseAudio: cpal's own; JACK: libjack's,
+    /// real-time at libjack's own priority until here), so it is only
+    /// reachable from inside. The host's other threads that it left at
+    /// SCHED_OTHER got the same settings when the stream was built
+    /// (`threads::share_callback_scheduling`).
     fn apply_sched(&mut self) {
         let Some(sched) = self.sched.take() else {
             return;

@@ -33,13 +33,15 @@
 //! them), [`config`] negotiates the sample format and the callback size,
 //! [`callback`] is the data callback with what it shares with the writer
 //! and its thread's scheduling, [`events`] turns what the callbacks saw
-//! into the report's events and host errors, and [`writer`] is the
-//! [`Sink`](super::Sink) the playback loop drives.
+//! into the report's events and host errors, [`threads`] gives the
+//! host's own threads the callback waits for its scheduling, and
+//! [`writer`] is the [`Sink`](super::Sink) the playback loop drives.
 
 mod callback;
 mod config;
 mod events;
 mod host;
+mod threads;
 mod writer;
 
 use xrunbench_schema::{CpalHost, CpuList, Priority};

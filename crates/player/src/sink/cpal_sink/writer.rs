@@ -14,6 +14,7 @@ use xrunbench_schema::{Backend, CpuList, Priority, SampleFormat};
 use super::callback::{CallbackStats, Feeder, Shared, NOT_YET};
 use super::config::{self, Choice};
 use super::events::{self, EventRecord, FirstMessages, ERROR_KINDS, EVENT_BYTES, EVENT_SLOTS};
+use super::threads::{at_callback_priority, share_callback_scheduling};
 use super::{host, CpalOpenError, CpalOptions};
 use crate::clock::{self, frames_to_ns};
 use crate::convert::convert;
@@ -74,6 +75,9 @@ impl CpalSink {
             device: opts.device.clone(),
             what,
         };
+        // Every thread from here on belongs to the host (see
+        // `share_callback_scheduling`).
+        let threads_before = system::thread_ids();
         let (_host, device) = host::open_device(opts)?;
         let choice = config::negotiate(opts.host, &device, fmt, req).map_err(fail)?;
         let ring_frames = ring_frames(req, fmt.rate, choice.period).map_err(fail)?;
@@ -95,6 +99,7 @@ impl CpalSink {
         let stream =
             build_stream(&device, fmt, &choice, feeder, &shared, &first_errors).map_err(fail)?;
         let mut notes = choice.notes;
+        notes.extend(share_callback_scheduling(&threads_before, opts));
         let period = granted_period(&stream, choice.period, &mut notes);
         notes.push(format!(
             "cpal double-buffers: device buffer = 2 callbacks of {period} frames; \
@@ -155,8 +160,7 @@ impl CpalSink {
         }
         self.started = true;
         match &self.stream {
-            Some(s) => s
-                .play()
+            Some(s) => at_callback_priority(self.feeder_priority, || s.play())
                 .map_err(|e| SinkError::Device(format!("cannot start the stream: {e}"))),
             None => Ok(()),
         }
@@ -361,8 +365,10 @@ impl Sink for CpalSink {
         // Dropping the stream joins cpal's threads: the callback is gone
         // after this, so `stats` is ours alone.
         if let Some(s) = self.stream.take() {
-            let _ = s.pause();
-            drop(s);
+            at_callback_priority(self.feeder_priority, || {
+                let _ = s.pause();
+                drop(s);
+            });
         }
         Ok(())
     }
@@ -413,6 +419,8 @@ impl Sink for CpalSink {
 impl Drop for CpalSink {
     fn drop(&mut self) {
         // The stream first: its callback owns the other end of our rings.
-        self.stream.take();
+        if let Some(s) = self.stream.take() {
+            at_callback_priority(self.feeder_priority, || drop(s));
+        }
     }
 }

@@ -1,0 +1,546 @@
+//! A test "board" reached over SSH: a private `sshd` on 127.0.0.1 with its
+//! own configuration, host key, client key and `authorized_keys` in a
+//! private temporary directory, started as `sshd -D -f CONFIG -E LOG` on a
+//! free port, never the system's sshd. Its `known_hosts` is written from
+//! its host key, so a client keeps host-key checking on
+//! (`StrictHostKeyChecking=yes`) and is never prompted.
+//!
+//! The board is this machine: its trials change the real knobs, through
+//! the real machine lock. A test cuts the link by freezing the sshd
+//! process serving a connection ([`TestBoard::freeze_sessions`]: the
+//! client's keep-alives then give up, as on a pulled cable), "powers the
+//! board off" ([`TestBoard::power_off`]: connections frozen, nothing
+//! listening) and on again ([`TestBoard::power_on`]: the frozen connections
+//! are killed, as a reboot would, and sshd listens on the same port).
+//! Dropping the board kills its sshd processes (never the programs they
+//! started: those see their link close) and removes the directory.
+//!
+//! Only 127.0.0.1 is used: no network namespace (a client outside one
+//! would route its private address to the real network).
+
+use std::io::Read;
+use std::net::{Ipv4Addr, TcpListener, TcpStream};
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::{programs, require, unique_name, Error, Program};
+
+/// Where Debian's openssh-server puts sshd (it must be started by its
+/// absolute path, and /usr/sbin is not in every user's PATH).
+pub const SSHD_PATH: &str = "/usr/sbin/sshd";
+
+/// How long sshd may take to answer on a busy machine.
+const READY_WITHIN: Duration = Duration::from_secs(30);
+
+/// A private sshd on 127.0.0.1; see the module documentation.
+#[derive(Debug)]
+pub struct TestBoard {
+    dir: PathBuf,
+    port: u16,
+    user: String,
+    /// sshd_config lines added to ours.
+    extra: String,
+    child: Option<Child>,
+    /// sshd processes frozen by `freeze_sessions` or `power_off`, killed
+    /// by `power_on` and on drop.
+    frozen: Vec<u32>,
+}
+
+impl TestBoard {
+    /// Every program [`TestBoard::start`] starts, and the client that
+    /// reaches the board.
+    pub const PROGRAMS: &'static [Program] = &[programs::SSHD, programs::SSH_KEYGEN, programs::SSH];
+
+    /// Creates the keys and the configuration, starts sshd and waits until
+    /// it sends its banner.
+    pub fn start() -> Result<TestBoard, Error> {
+        TestBoard::start_with("")
+    }
+
+    /// [`TestBoard::start`] with `extra` sshd_config lines (e.g. `SetEnv
+    /// XRUNBENCH_FAULT=sleep`: every program the board starts sees it).
+    pub fn start_with(extra: &str) -> Result<TestBoard, Error> {
+        require(&[programs::SSH_KEYGEN])?;
+        if !Path::new(SSHD_PATH).is_file() {
+            return Err(Error::NotInstalled {
+                program: "sshd",
+                package: programs::SSHD.package,
+            });
+        }
+        let dir = std::env::temp_dir().join(unique_name("xrunbench-testboard"));
+        std::fs::create_dir(&dir)
+            .and_then(|()| std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700)))
+            .map_err(|source| Error::Spawn {
+                program: "sshd",
+                source,
+            })?;
+        let mut board = TestBoard {
+            dir,
+            port: 0,
+            user: current_user(),
+            extra: extra.to_string(),
+            child: None,
+            frozen: Vec::new(),
+        };
+        for key in ["host_ed25519", "id_ed25519"] {
+            board.keygen(key)?;
+        }
+        let client = board.read("id_ed25519.pub")?;
+        board.write("authorized_keys", &client)?;
+        // sshd (as root) wants its privilege-separation directory, which
+        // the package's service would create.
+        if unsafe { libc::geteuid() } == 0 {
+            let _ = std::fs::create_dir_all("/run/sshd");
+        }
+        // A port found free may be taken before sshd binds it: try another.
+        let mut last = None;
+        for _ in 0..5 {
+            board.port = free_port().map_err(|source| Error::Spawn {
+                program: "sshd",
+                source,
+            })?;
+            board.write_config()?;
+            match board.listen() {
+                Ok(()) => {
+                    board.write_known_hosts()?;
+                    return Ok(board);
+                }
+                Err(e) if board.log().contains("Address already in use") => last = Some(e),
+                Err(e) => return Err(e),
+            }
+        }
+        Err(last.unwrap_or(Error::NotReady {
+            program: "sshd",
+            name: "testboard".into(),
+            waited: READY_WITHIN,
+            log: String::new(),
+        }))
+    }
+
+    fn path(&self, name: &str) -> PathBuf {
+        self.dir.join(name)
+    }
+
+    fn spawn_error(source: std::io::Error) -> Error {
+        Error::Spawn {
+            program: "sshd",
+            source,
+        }
+    }
+
+    fn read(&self, name: &str) -> Result<String, Error> {
+        std::fs::read_to_string(self.path(name)).map_err(Self::spawn_error)
+    }
+
+    fn write(&self, name: &str, text: &str) -> Result<(), Error> {
+        std::fs::write(self.path(name), text).map_err(Self::spawn_error)
+    }
+
+    fn keygen(&self, name: &str) -> Result<(), Error> {
+        let status = Command::new("ssh-keygen")
+            .args([
+                "-q",
+                "-t",
+                "ed25519",
+                "-N",
+                "",
+                "-C",
+                "xrunbench-testboard",
+                "-f",
+            ])
+            .arg(self.path(name))
+            .stdin(Stdio::null())
+            .status()
+            .map_err(|source| Error::Spawn {
+                program: "ssh-keygen",
+                source,
+            })?;
+        if !status.success() {
+            return Err(Error::Spawn {
+                program: "ssh-keygen",
+                source: std::io::Error::other(format!("ssh-keygen failed: {status}")),
+            });
+        }
+        Ok(())
+    }
+
+    fn write_config(&self) -> Result<(), Error> {
+        let d = self.dir.display();
+        let config = format!(
+            "Port {port}\nListenAddress 127.0.0.1\nHostKey {d}/host_ed25519\nPidFile {d}/sshd.pid\n\
+             AuthorizedKeysFile {d}/authorized_keys\nUsePAM no\nStrictModes no\n\
+             PermitRootLogin prohibit-password\nPubkeyAuthentication yes\n\
+             PasswordAuthentication no\nKbdInteractiveAuthentication no\n\
+             GSSAPIAuthentication no\nX11Forwarding no\nPrintMotd no\nPrintLastLog no\n\
+             ClientAliveInterval 0\nMaxSessions 20\nMaxStartups 20\nLogLevel VERBOSE\n\
+             Subsystem sftp internal-sftp\n{extra}\n",
+            port = self.port,
+            extra = self.extra
+        );
+        self.write("sshd_config", &config)
+    }
+
+    /// `known_hosts` as a client writes it for a non-default port.
+    fn write_known_hosts(&self) -> Result<(), Error> {
+        let line = self.known_hosts_line("host_ed25519.pub")?;
+        self.write("known_hosts", &line)
+    }
+
+    fn known_hosts_line(&self, pub_key: &str) -> Result<String, Error> {
+        let key = self.read(pub_key)?;
+        let mut fields = key.split_whitespace();
+        let (Some(kind), Some(blob)) = (fields.next(), fields.next()) else {
+            return Err(Self::spawn_error(std::io::Error::other(format!(
+                "{pub_key} is not a public key"
+            ))));
+        };
+        Ok(format!("[127.0.0.1]:{} {kind} {blob}\n", self.port))
+    }
+
+    /// Starts sshd on `self.port` and waits for its banner.
+    fn listen(&mut self) -> Result<(), Error> {
+        let log = self.path("sshd.log");
+        let _ = std::fs::remove_file(&log);
+        let child = Command::new(SSHD_PATH)
+            .arg("-D")
+            .arg("-f")
+            .arg(self.path("sshd_config"))
+            .arg("-E")
+            .arg(&log)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .map_err(Self::spawn_error)?;
+        self.child = Some(child);
+        let start = Instant::now();
+        while start.elapsed() < READY_WITHIN {
+            if self.banner() {
+                return Ok(());
+            }
+            if let Some(c) = self.child.as_mut() {
+                if let Ok(Some(_)) = c.try_wait() {
+                    self.child = None;
+                    break;
+                }
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        self.stop_listener();
+        Err(Error::NotReady {
+            program: "sshd",
+            name: format!("127.0.0.1:{}", self.port),
+            waited: start.elapsed(),
+            log: self.log(),
+        })
+    }
+
+    /// Whether sshd answers with its `SSH-2.0-` banner.
+    fn banner(&self) -> bool {
+        let Ok(mut s) = TcpStream::connect((Ipv4Addr::LOCALHOST, self.port)) else {
+            return false;
+        };
+        let _ = s.set_read_timeout(Some(Duration::from_secs(5)));
+        let mut buf = [0u8; 4];
+        s.read_exact(&mut buf).is_ok() && &buf == b"SSH-"
+    }
+
+    /// The port sshd listens on.
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// The ssh destination: this user at 127.0.0.1.
+    pub fn destination(&self) -> String {
+        format!("{}@127.0.0.1", self.user)
+    }
+
+    /// The client's private key (its public half is authorized).
+    pub fn identity(&self) -> PathBuf {
+        self.path("id_ed25519")
+    }
+
+    /// A known_hosts file holding the board's host key.
+    pub fn known_hosts(&self) -> PathBuf {
+        self.path("known_hosts")
+    }
+
+    /// A known_hosts file naming another key for this board (what a
+    /// reinstalled board, or someone in between, looks like).
+    pub fn wrong_known_hosts(&self) -> Result<PathBuf, Error> {
+        self.keygen("other_ed25519")?;
+        let line = self.known_hosts_line("other_ed25519.pub")?;
+        self.write("known_hosts.wrong", &line)?;
+        Ok(self.path("known_hosts.wrong"))
+    }
+
+    /// ssh_config options that reach the board with checked host keys:
+    /// `Port`, `IdentityFile`, `UserKnownHostsFile`, `IdentitiesOnly`.
+    pub fn ssh_options(&self) -> Vec<String> {
+        vec![
+            format!("Port={}", self.port),
+            format!("IdentityFile={}", self.identity().display()),
+            format!("UserKnownHostsFile={}", self.known_hosts().display()),
+            "IdentitiesOnly=yes".into(),
+        ]
+    }
+
+    /// A scenario's `[target]` table for this board: `ssh`, `port`,
+    /// `identity`, `known_hosts`, and `options` (`IdentitiesOnly=yes` and
+    /// `options`), then the `extra` lines (`workdir = …`, `retries = 1`…).
+    pub fn target_table(&self, options: &[&str], extra: &str) -> String {
+        let options: Vec<String> = std::iter::once("IdentitiesOnly=yes")
+            .chain(options.iter().copied())
+            .map(toml_string)
+            .collect();
+        format!(
+            "[target]\nssh = {}\nport = {}\nidentity = {}\nknown_hosts = {}\n\
+             options = [{}]\n{extra}\n",
+            toml_string(&self.destination()),
+            self.port,
+            toml_string(&self.identity().display().to_string()),
+            toml_string(&self.known_hosts().display().to_string()),
+            options.join(", ")
+        )
+    }
+
+    /// The pid of the listening sshd.
+    pub fn listener(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
+
+    /// The sshd processes serving connections (every sshd below the
+    /// listener).
+    pub fn sessions(&self) -> Vec<u32> {
+        let Some(root) = self.listener() else {
+            return Vec::new();
+        };
+        descendants(root)
+            .into_iter()
+            .filter(|&p| comm(p).as_deref() == Some("sshd"))
+            .collect()
+    }
+
+    /// Freezes (SIGSTOP) every connection's sshd: the link goes silent,
+    /// as on a pulled cable; returns their pids. New connections still
+    /// work.
+    pub fn freeze_sessions(&mut self) -> Vec<u32> {
+        let pids = self.sessions();
+        for &p in &pids {
+            signal(p, libc::SIGSTOP);
+        }
+        self.frozen.extend(&pids);
+        pids
+    }
+
+    /// Cuts the power, as far as the network can tell: every connection
+    /// frozen, nothing listening (a new connection is refused).
+    pub fn power_off(&mut self) {
+        self.freeze_sessions();
+        self.stop_listener();
+    }
+
+    /// Powers the board back on: the frozen connections are killed (the
+    /// programs they served see their link close), and sshd listens on the
+    /// same port again.
+    pub fn power_on(&mut self) -> Result<(), Error> {
+        self.kill_frozen();
+        if self.child.is_none() {
+            self.listen()?;
+        }
+        Ok(())
+    }
+
+    /// sshd's log so far.
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.path("sshd.log")).unwrap_or_default()
+    }
+
+    fn kill_frozen(&mut self) {
+        for p in self.frozen.drain(..) {
+            if comm(p).as_deref() == Some("sshd") {
+                signal(p, libc::SIGKILL);
+                signal(p, libc::SIGCONT);
+            }
+        }
+    }
+
+    fn stop_listener(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+impl Drop for TestBoard {
+    fn drop(&mut self) {
+        // Connections first (they are found through the listener), then
+        // the listener; the programs they started see their link close.
+        for p in self.sessions() {
+            signal(p, libc::SIGKILL);
+        }
+        self.kill_frozen();
+        self.stop_listener();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+fn signal(pid: u32, sig: libc::c_int) {
+    if let Ok(pid) = libc::pid_t::try_from(pid) {
+        // SAFETY: kill(2); at worst ESRCH.
+        unsafe {
+            libc::kill(pid, sig);
+        }
+    }
+}
+
+/// A TCP port free on 127.0.0.1 right now.
+fn free_port() -> std::io::Result<u16> {
+    Ok(TcpListener::bind((Ipv4Addr::LOCALHOST, 0))?
+        .local_addr()?
+        .port())
+}
+
+/// The user the tests run as (who the board lets in).
+fn current_user() -> String {
+    if unsafe { libc::geteuid() } == 0 {
+        return "root".into();
+    }
+    std::env::var("USER")
+        .or_else(|_| std::env::var("LOGNAME"))
+        .unwrap_or_else(|_| "root".into())
+}
+
+/// A process's `comm` (`sshd`).
+fn comm(pid: u32) -> Option<String> {
+    std::fs::read_to_string(format!("/proc/{pid}/comm"))
+        .ok()
+        .map(|c| c.trim().to_string())
+}
+
+/// Every process below `root`, from /proc.
+fn descendants(root: u32) -> Vec<u32> {
+    let mut parent_of = Vec::new();
+    if let Ok(entries) = std::fs::read_dir("/proc") {
+        for e in entries.flatten() {
+            let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else {
+                continue;
+            };
+            let stat = std::fs::read_to_string(e.path().join("stat")).unwrap_or_default();
+            // pid (comm) state ppid …: comm may hold blanks, so split after ')'.
+            if let Some(ppid) = stat
+                .rsplit_once(')')
+                .and_then(|(_, rest)| rest.split_whitespace().nth(1))
+                .and_then(|p| p.parse::<u32>().ok())
+            {
+                parent_of.push((pid, ppid));
+            }
+        }
+    }
+    let mut out = Vec::new();
+    let mut frontier = vec![root];
+    while let Some(p) = frontier.pop() {
+        for &(child, parent) in &parent_of {
+            if parent == p && !out.contains(&child) {
+                out.push(child);
+                frontier.push(child);
+            }
+        }
+    }
+    out
+}
+
+/// A TOML basic string.
+pub fn toml_string(s: &str) -> String {
+    let mut out = String::from("\"");
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            c if c.is_control() => out.push_str(&format!("\\u{:04X}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn toml_strings_escape_quotes_and_backslashes() {
+        assert_eq!(toml_string("a\"b\\c"), "\"a\\\"b\\\\c\"");
+    }
+
+    /// The board answers a client that checks its host key, and the sshd
+    /// serving that client is found while the session is open.
+    #[test]
+    fn board_starts_and_lets_a_checked_client_in() {
+        use std::io::{BufRead, BufReader};
+        if !Path::new(SSHD_PATH).is_file() {
+            eprintln!("sshd not installed (openssh-server): skipped");
+            return;
+        }
+        let board = TestBoard::start().expect("test board starts");
+        let mut cmd = Command::new("ssh");
+        cmd.args([
+            "-T",
+            "-o",
+            "BatchMode=yes",
+            "-o",
+            "StrictHostKeyChecking=yes",
+        ]);
+        for o in board.ssh_options() {
+            cmd.arg("-o").arg(o);
+        }
+        // The session stays open until we close its stdin.
+        let mut child = cmd
+            .arg(board.destination())
+            .arg("echo up; cat")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("ssh runs");
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        let sessions = board.sessions();
+        drop(child.stdin.take());
+        let out = child.wait_with_output().unwrap();
+        assert_eq!(
+            line.trim(),
+            "up",
+            "{}\n{}",
+            String::from_utf8_lossy(&out.stderr),
+            board.log()
+        );
+        assert!(!sessions.is_empty(), "the session's sshd is found");
+        assert!(out.status.success());
+    }
+
+    /// Powered off, nothing answers on its port; powered on, sshd answers
+    /// there again.
+    #[test]
+    fn board_powers_off_and_on_on_the_same_port() {
+        if !Path::new(SSHD_PATH).is_file() {
+            eprintln!("sshd not installed (openssh-server): skipped");
+            return;
+        }
+        let mut board = TestBoard::start().expect("test board starts");
+        let port = board.port();
+        assert!(board.banner());
+        board.power_off();
+        assert!(board.listener().is_none());
+        assert!(!board.banner(), "nothing listens while it is off");
+        board.power_on().expect("sshd starts again");
+        assert_eq!(board.port(), port);
+        assert!(board.banner());
+    }
+}

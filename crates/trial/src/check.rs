@@ -1,0 +1,256 @@
+//! `xrun-trial check`: the validation that must run on the machine that
+//! will run the trials. For each spec: its CPUs exist here, a real-time
+//! priority is permitted, the WAV is a regular file (or the tone fits in
+//! tmpfs), PM-QoS is usable, the board binaries are there, and each knob
+//! file exists, opens for writing, and — unless `--read-only` — keeps the
+//! value when written (applied, read back and restored at once, journaled,
+//! under the machine lock). Every problem is reported, one line each;
+//! nothing is left changed.
+
+use std::path::Path;
+
+use xrunbench_schema::probe::{CheckProblem, CheckReport, CheckedKnob, CHECK_SCHEMA};
+use xrunbench_schema::trial::{AudioInput, TrialSpec};
+
+use crate::fingerprint;
+use crate::journal::{self, JournalError, Knobs, MachineLock};
+use crate::knobs::{self, KnobWrite, PmQosHold};
+use crate::machine::Machine;
+use crate::probe;
+use crate::run::is_executable;
+use crate::say::say;
+use crate::signals::{self, StopReason};
+
+/// One knob file to try, and the configurations that write it.
+struct ToTry {
+    configs: Vec<String>,
+    write: KnobWrite,
+}
+
+/// Checks `specs` against this machine. `apply`: also write each knob,
+/// read it back and restore it. `Err` only when a stop was requested
+/// (everything tried so far is restored).
+pub fn check(
+    specs: &[TrialSpec],
+    machine: &Machine,
+    bin_dir: &Path,
+    apply: bool,
+) -> Result<CheckReport, StopReason> {
+    let mut report = CheckReport {
+        schema: CHECK_SCHEMA.into(),
+        ..CheckReport::default()
+    };
+    let allowed = fingerprint::allowed_cpus();
+    let rt = probe::realtime();
+    let mut to_try: Vec<ToTry> = Vec::new();
+    for s in specs {
+        let config = s.trial.config.clone();
+        let mut problem = |field: Option<&str>, message: String| {
+            let p = CheckProblem {
+                config: config.clone(),
+                field: field.map(str::to_string),
+                message,
+            };
+            if !report.problems.contains(&p) {
+                report.problems.push(p);
+            }
+        };
+        if let Some(cpus) = &s.player.cpu {
+            if let Some(bad) = cpus.cpus().iter().find(|n| !allowed.contains(n)) {
+                problem(
+                    Some("player.cpu"),
+                    format!(
+                        "CPU {bad} is not available here (allowed: {})",
+                        list(&allowed)
+                    ),
+                );
+            }
+        }
+        if let Some(n) = s.player.priority.and_then(|p| p.rt_priority()) {
+            if n > rt.max_priority {
+                problem(
+                    Some("player.priority"),
+                    format!(
+                        "{} is not permitted here ({}: real-time priorities up to {}); run as root or raise RLIMIT_RTPRIO",
+                        s.player.priority.map(|p| p.to_string()).unwrap_or_default(),
+                        rt.reason,
+                        rt.max_priority
+                    ),
+                );
+            }
+        }
+        match &s.audio {
+            AudioInput::File(p) => match std::fs::metadata(p) {
+                Ok(m) if m.is_file() => {}
+                Ok(_) => problem(
+                    Some("audio.file"),
+                    format!("{}: not a regular file", p.display()),
+                ),
+                Err(e) => problem(Some("audio.file"), format!("{}: {e}", p.display())),
+            },
+            AudioInput::Tone(t) => {
+                let seconds = t.seconds.unwrap_or(s.duration_us as f64 / 1e6);
+                let bytes =
+                    seconds * f64::from(t.rate) * f64::from(t.channels) * t.format.bytes() as f64;
+                if let Some(free) = probe::free_bytes(&machine.tmpfs) {
+                    if bytes > free as f64 {
+                        problem(
+                            Some("audio.tone"),
+                            format!(
+                                "the tone needs {:.0} bytes and {} has {free} free",
+                                bytes,
+                                machine.tmpfs.display()
+                            ),
+                        );
+                    }
+                }
+            }
+        }
+        if s.pm_qos_us.is_some() {
+            if let Err(e) = PmQosHold::check(&machine.roots.pm_qos) {
+                problem(Some("pm_qos_us"), e.to_string());
+            }
+        }
+        let mut needed = vec!["xrun-player"];
+        if s.load.is_some() {
+            needed.push("xrun-hackbench");
+        }
+        for b in needed {
+            let p = bin_dir.join(b);
+            if !is_executable(&p) {
+                problem(
+                    None,
+                    format!("{} is missing or not executable", p.display()),
+                );
+            }
+        }
+        for k in &s.knobs {
+            let writes = match knobs::expand(k, &machine.roots) {
+                Ok(w) => w,
+                Err(e) => {
+                    problem(None, e.to_string());
+                    continue;
+                }
+            };
+            for w in writes {
+                if let Err(e) = knobs::check(&w, &machine.roots) {
+                    problem(None, e.to_string());
+                    continue;
+                }
+                match to_try
+                    .iter_mut()
+                    .find(|t| t.write.path == w.path && t.write.value == w.value)
+                {
+                    Some(t) if !t.configs.contains(&config) => t.configs.push(config.clone()),
+                    Some(_) => {}
+                    None => to_try.push(ToTry {
+                        configs: vec![config.clone()],
+                        write: w,
+                    }),
+                }
+            }
+        }
+    }
+    if apply && !to_try.is_empty() {
+        try_each(machine, &to_try, &mut report)?;
+    } else {
+        for t in &to_try {
+            let found = knobs::state(&t.write).unwrap_or_else(|e| format!("<{e}>"));
+            for c in &t.configs {
+                report.knobs.push(checked(c, &t.write, &found, None));
+            }
+        }
+    }
+    Ok(report)
+}
+
+/// Writes, reads back and restores each knob, one at a time, journaled
+/// under the machine lock.
+fn try_each(
+    machine: &Machine,
+    to_try: &[ToTry],
+    report: &mut CheckReport,
+) -> Result<(), StopReason> {
+    let acquired = MachineLock::acquire(&machine.lock_path, |holder| {
+        say(format_args!(
+            "check: waiting for the machine lock (held by pid {holder})"
+        ));
+    });
+    let lock = match acquired {
+        Ok(l) => l,
+        Err(JournalError::Interrupted(r)) => return Err(r),
+        Err(e) => {
+            for t in to_try {
+                for c in &t.configs {
+                    report.problems.push(CheckProblem {
+                        config: c.clone(),
+                        field: None,
+                        message: format!("{}: cannot try it: {e}", t.write.what),
+                    });
+                }
+            }
+            return Ok(());
+        }
+    };
+    for line in journal::replay_all(machine, &lock).lines {
+        say(line);
+    }
+    for t in to_try {
+        if let Some(r) = signals::stop_reason() {
+            return Err(r);
+        }
+        let (found, read_back, error) = try_one(machine, &lock, &t.write);
+        for c in &t.configs {
+            report
+                .knobs
+                .push(checked(c, &t.write, &found, read_back.clone()));
+            if let Some(e) = &error {
+                report.problems.push(CheckProblem {
+                    config: c.clone(),
+                    field: None,
+                    message: e.clone(),
+                });
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Applies one knob, reads it back, restores it: (found, read back, problem).
+fn try_one(
+    machine: &Machine,
+    lock: &MachineLock,
+    w: &KnobWrite,
+) -> (String, Option<String>, Option<String>) {
+    let mut k = match Knobs::journal(machine, lock, "check", vec![w.clone()]) {
+        Ok(k) => k,
+        Err(e) => return (String::new(), None, Some(e.to_string())),
+    };
+    let applied = k.apply();
+    let restored = k.restore();
+    let rec = k.records().remove(0);
+    let problem = match (applied, restored) {
+        (Err(e), _) => Some(e.to_string()),
+        (Ok(()), Err(e)) => Some(e),
+        (Ok(()), Ok(())) => None,
+    };
+    (rec.found, rec.read_back, problem)
+}
+
+fn checked(config: &str, w: &KnobWrite, found: &str, read_back: Option<String>) -> CheckedKnob {
+    CheckedKnob {
+        config: config.to_string(),
+        what: w.what.clone(),
+        path: w.path.clone(),
+        found: found.to_string(),
+        requested: w.value.clone(),
+        read_back,
+    }
+}
+
+fn list(cpus: &[usize]) -> String {
+    cpus.iter()
+        .map(|c| c.to_string())
+        .collect::<Vec<_>>()
+        .join(",")
+}

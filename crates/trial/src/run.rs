@@ -1,0 +1,529 @@
+//! One whole trial on this machine, from a spec to a record: replay
+//! leftover journals, take the lock, generate the tone, journal and apply
+//! the knobs (each read back), start the load and the player exactly as a
+//! user would (separate processes, their own sessions), wait, stop and
+//! reap them, restore the knobs, and gather the record.
+//!
+//! Every way out — the end, an error, a panic, SIGINT, SIGTERM, SIGHUP, the
+//! link closing — goes through the same guards: children are stopped and
+//! reaped ([`Child`]), knobs restored and the journal removed ([`Knobs`]),
+//! the tone deleted ([`PreparedAudio`]).
+
+use std::os::unix::fs::PermissionsExt;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::path::{Path, PathBuf};
+use std::process::ExitStatus;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, Instant, SystemTime};
+
+use serde::de::DeserializeOwned;
+use xrunbench_schema::doc::rfc3339;
+use xrunbench_schema::trial::{
+    AudioInput, TrialFacts, TrialOutcome, TrialRecord, TrialSpec, TRIAL_SCHEMA,
+};
+use xrunbench_schema::{HackbenchReport, PlayerReport};
+
+use crate::child::{ended_cleanly_or_by_sigterm, Child};
+use crate::fingerprint;
+use crate::journal::{self, JournalError, Knobs, MachineLock};
+use crate::knobs::{self, PmQosHold};
+use crate::machine::Machine;
+use crate::say::{phase, say};
+use crate::signals::{self, StopReason};
+use crate::{EXIT_FAILED, EXIT_RAN};
+
+/// How a trial is run here.
+#[derive(Debug, Clone)]
+pub struct RunOptions {
+    /// Knob roots, journal directory, lock.
+    pub machine: Machine,
+    /// Where `xrun-player` and `xrun-hackbench` are.
+    pub bin_dir: PathBuf,
+}
+
+/// A trial's end: its record and the exit code that goes with it.
+#[derive(Debug)]
+pub struct Finished {
+    /// The record (outcome Ran, Failed or Interrupted).
+    pub record: TrialRecord,
+    /// 0 ran, 1 failed, 128 + N interrupted.
+    pub exit_code: u8,
+}
+
+/// Why a trial did not run to the end.
+enum Stop {
+    /// It could not run: one line.
+    Failed(String),
+    /// A signal or the link closing stopped it.
+    Interrupted(StopReason),
+}
+
+impl From<JournalError> for Stop {
+    fn from(e: JournalError) -> Stop {
+        match e {
+            JournalError::Interrupted(r) => Stop::Interrupted(r),
+            e => Stop::Failed(e.to_string()),
+        }
+    }
+}
+
+fn failed(msg: impl std::fmt::Display) -> Stop {
+    Stop::Failed(msg.to_string())
+}
+
+/// Fails with the stop reason if one was requested.
+fn check_stop() -> Result<(), Stop> {
+    match signals::stop_reason() {
+        Some(r) => Err(Stop::Interrupted(r)),
+        None => Ok(()),
+    }
+}
+
+/// The directory `xrun-trial` itself is in: where a board's workdir and a
+/// LAVA overlay hold the player and hackbench beside it.
+pub fn default_bin_dir() -> PathBuf {
+    std::env::current_exe()
+        .ok()
+        .and_then(|p| p.parent().map(Path::to_path_buf))
+        .unwrap_or_else(|| PathBuf::from("."))
+}
+
+/// Whether `path` is a regular file someone may execute.
+pub fn is_executable(path: &Path) -> bool {
+    std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+}
+
+/// Runs the trial `spec` asks for. Never panics and never returns before
+/// every child is reaped and every knob restored.
+pub fn run(spec: &TrialSpec, opts: &RunOptions) -> Finished {
+    let stem = spec.trial.stem();
+    let mut record = TrialRecord {
+        schema: TRIAL_SCHEMA.into(),
+        version: env!("CARGO_PKG_VERSION").into(),
+        trial: spec.trial.clone(),
+        outcome: TrialOutcome::Ran,
+        started_at: rfc3339(SystemTime::now()),
+        ended_at: String::new(),
+        knobs: Vec::new(),
+        pm_qos_us: spec.pm_qos_us,
+        player_command: Vec::new(),
+        load_command: None,
+        player: None,
+        load: None,
+        machine: fingerprint::collect(),
+        facts: TrialFacts {
+            loadavg_before: fingerprint::loadavg(),
+            ..TrialFacts::default()
+        },
+    };
+    let result = catch_unwind(AssertUnwindSafe(|| trial(spec, opts, &stem, &mut record)))
+        .unwrap_or_else(|panic| {
+            let what = panic
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| panic.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "unknown panic".into());
+            Err(failed(format!("xrun-trial panicked: {what}")))
+        });
+    record.ended_at = rfc3339(SystemTime::now());
+    if record.facts.loadavg_after.is_empty() {
+        record.facts.loadavg_after = fingerprint::loadavg();
+    }
+    let exit_code = match result {
+        Ok(()) => {
+            let n = record.player.as_ref().map_or(0, |p| p.totals.count);
+            phase(&stem, format_args!("done: {n} underrun(s)"));
+            EXIT_RAN
+        }
+        Err(Stop::Failed(reason)) => {
+            say(format_args!("{stem}: could not run: {reason}"));
+            record.outcome = TrialOutcome::Failed { reason };
+            EXIT_FAILED
+        }
+        Err(Stop::Interrupted(r)) => {
+            phase(
+                &stem,
+                format_args!("interrupted ({}): knobs restored", r.describe()),
+            );
+            record.outcome = TrialOutcome::Interrupted { by: r.describe() };
+            r.exit_code()
+        }
+    };
+    Finished { record, exit_code }
+}
+
+/// The trial proper; every early return has already stopped what it
+/// started (the guards' drops).
+fn trial(
+    spec: &TrialSpec,
+    opts: &RunOptions,
+    stem: &str,
+    record: &mut TrialRecord,
+) -> Result<(), Stop> {
+    let machine = &opts.machine;
+    let lock = MachineLock::acquire(&machine.lock_path, |holder| {
+        say(format_args!(
+            "waiting for the machine lock (held by pid {holder}) before trial {stem}"
+        ));
+    })?;
+    let replay = journal::replay_all(machine, &lock);
+    for line in &replay.lines {
+        say(line);
+    }
+    if replay.unrestored > 0 {
+        return Err(failed(
+            "knobs a killed trial left changed could not be restored (see above): \
+             fix that, then run `xrun-trial restore`",
+        ));
+    }
+    check_stop()?;
+    let work = WorkDir::for_spec(spec)?;
+    let audio = PreparedAudio::prepare(spec, machine)?;
+    let player_json = work.path.join(format!(".{stem}.player.json"));
+    let load_json = work.path.join(format!(".{stem}.load.json"));
+    let duration_s = spec.duration_us as f64 / 1e6;
+    let player_args = spec.player.to_args(&audio.path, duration_s, &player_json);
+    let load_args = spec
+        .load
+        .as_ref()
+        .map(|l| l.to_args(spec.warmup_us, spec.duration_us, &load_json));
+    let bins = Binaries::find(&opts.bin_dir, load_args.is_some())?;
+    record.player_command = command_line(&bins.player, &player_args);
+    record.load_command = load_args.as_ref().map(|a| command_line(&bins.hackbench, a));
+    let mut writes = Vec::new();
+    for k in &spec.knobs {
+        writes.extend(knobs::expand(k, &machine.roots).map_err(failed)?);
+    }
+    check_stop()?;
+    let mut knobs = Knobs::journal(machine, &lock, stem, writes)?;
+    if !knobs.is_empty() {
+        phase(stem, format_args!("applying {} knob file(s)", knobs.len()));
+    }
+    let applied = knobs.apply();
+    record.knobs = knobs.records();
+    if let Err(e) = applied {
+        let _ = knobs.restore();
+        record.knobs = knobs.records();
+        return Err(failed(e));
+    }
+    let pm_qos = match spec.pm_qos_us {
+        Some(us) => Some(PmQosHold::hold(&machine.roots.pm_qos, us).map_err(failed)?),
+        None => None,
+    };
+    fault_injection_point()?;
+    record.facts.governors = fingerprint::governors(&machine.roots.cpu);
+    let played = play_under_load(spec, stem, &bins, &work, &player_args, load_args.as_deref());
+    drop(pm_qos);
+    let restored = knobs.restore();
+    record.knobs = knobs.records();
+    record.facts.loadavg_after = fingerprint::loadavg();
+    if !knobs.is_empty() && restored.is_ok() {
+        phase(stem, "knobs restored");
+    }
+    let (player_status, load_status) = played?;
+    restored.map_err(failed)?;
+    check_player_status(player_status, &work.log(stem, "player"))?;
+    let player: PlayerReport = read_report(&player_json, "xrun-player")?;
+    if player.schema != xrunbench_schema::player::PLAYER_SCHEMA {
+        return Err(failed(format!(
+            "xrun-player's report has schema `{}`, expected `{}`",
+            player.schema,
+            xrunbench_schema::player::PLAYER_SCHEMA
+        )));
+    }
+    record.player = Some(player);
+    if let Some(status) = load_status {
+        record.load = Some(read_load_report(&load_json, status)?);
+    }
+    let _ = std::fs::remove_file(&player_json);
+    let _ = std::fs::remove_file(&load_json);
+    drop(audio);
+    Ok(())
+}
+
+/// Test hook: `XRUNBENCH_FAULT=panic` panics, `=error` fails and `=sleep`
+/// waits (until stopped) right after the knobs were applied, so tests can
+/// prove those paths restore them.
+fn fault_injection_point() -> Result<(), Stop> {
+    match std::env::var("XRUNBENCH_FAULT").as_deref() {
+        Ok("panic") => panic!("XRUNBENCH_FAULT=panic: injected panic after applying knobs"),
+        Ok("error") => Err(failed(
+            "XRUNBENCH_FAULT=error: injected error after applying knobs",
+        )),
+        Ok("sleep") => {
+            signals::sleep_unless_stopped(Duration::from_secs(3600));
+            check_stop()
+        }
+        _ => Ok(()),
+    }
+}
+
+fn command_line(bin: &Path, args: &[String]) -> Vec<String> {
+    std::iter::once(bin.display().to_string())
+        .chain(args.iter().cloned())
+        .collect()
+}
+
+/// The board binaries a trial starts.
+struct Binaries {
+    player: PathBuf,
+    hackbench: PathBuf,
+}
+
+impl Binaries {
+    fn find(dir: &Path, need_load: bool) -> Result<Binaries, Stop> {
+        let b = Binaries {
+            player: dir.join("xrun-player"),
+            hackbench: dir.join("xrun-hackbench"),
+        };
+        let needed = if need_load {
+            vec![&b.player, &b.hackbench]
+        } else {
+            vec![&b.player]
+        };
+        for p in needed {
+            if !is_executable(p) {
+                return Err(failed(format!(
+                    "{} is missing or not executable (board binaries go beside xrun-trial, or name their directory with --bin-dir)",
+                    p.display()
+                )));
+            }
+        }
+        Ok(b)
+    }
+}
+
+/// Where the player's and the load's logs and reports go: the spec's
+/// `work_dir` (kept), or a private temporary directory removed at the end.
+struct WorkDir {
+    path: PathBuf,
+    temporary: bool,
+}
+
+impl WorkDir {
+    fn for_spec(spec: &TrialSpec) -> Result<WorkDir, Stop> {
+        static SEQ: AtomicU32 = AtomicU32::new(0);
+        let (path, temporary) = match &spec.work_dir {
+            Some(d) => (d.clone(), false),
+            None => (
+                std::env::temp_dir().join(format!(
+                    "xrun-trial-{}-{}",
+                    std::process::id(),
+                    SEQ.fetch_add(1, Ordering::Relaxed)
+                )),
+                true,
+            ),
+        };
+        std::fs::create_dir_all(&path)
+            .map_err(|e| failed(format!("work_dir {}: {e}", path.display())))?;
+        Ok(WorkDir { path, temporary })
+    }
+
+    fn log(&self, stem: &str, who: &str) -> PathBuf {
+        self.path.join(format!("{stem}.{who}.log"))
+    }
+}
+
+impl Drop for WorkDir {
+    fn drop(&mut self) {
+        if self.temporary {
+            let _ = std::fs::remove_dir_all(&self.path);
+        }
+    }
+}
+
+/// The WAV the player plays; a generated tone lives in tmpfs and is
+/// removed when this is dropped (every exit path, panics included; after
+/// a SIGKILL the next trial's sweep removes it).
+struct PreparedAudio {
+    path: PathBuf,
+    generated: bool,
+}
+
+impl PreparedAudio {
+    fn prepare(spec: &TrialSpec, machine: &Machine) -> Result<PreparedAudio, Stop> {
+        match &spec.audio {
+            AudioInput::File(p) => match std::fs::metadata(p) {
+                Ok(m) if m.is_file() => Ok(PreparedAudio {
+                    path: p.clone(),
+                    generated: false,
+                }),
+                Ok(_) => Err(failed(format!(
+                    "audio.file: {} is not a regular file",
+                    p.display()
+                ))),
+                Err(e) => Err(failed(format!("audio.file: {}: {e}", p.display()))),
+            },
+            AudioInput::Tone(tone) => {
+                let path = machine.tmpfs.join(journal::tone_name(std::process::id()));
+                let me = PreparedAudio {
+                    path,
+                    generated: true,
+                };
+                xrunbench_wav::write_tone(&me.path, tone, spec.duration_us as f64 / 1e6)
+                    .map_err(|e| failed(format!("audio.tone: {e}")))?;
+                Ok(me)
+            }
+        }
+    }
+}
+
+impl Drop for PreparedAudio {
+    fn drop(&mut self) {
+        if self.generated {
+            let _ = std::fs::remove_file(&self.path);
+        }
+    }
+}
+
+/// Starts the load and the player in the spec's order, waits for the
+/// player, stops the load.
+fn play_under_load(
+    spec: &TrialSpec,
+    stem: &str,
+    bins: &Binaries,
+    work: &WorkDir,
+    player_args: &[String],
+    load_args: Option<&[String]>,
+) -> Result<(ExitStatus, Option<ExitStatus>), Stop> {
+    let start_delay = spec.load.as_ref().map_or(0, |l| l.start_delay_us);
+    let mut load: Option<Child> = None;
+    let spawn_load = |load: &mut Option<Child>| -> Result<(), Stop> {
+        if let Some(args) = load_args {
+            let child = Child::spawn(
+                &bins.hackbench,
+                args,
+                &work.log(stem, "load"),
+                "xrun-hackbench",
+            )
+            .map_err(failed)?;
+            phase(
+                stem,
+                format_args!("load started (xrun-hackbench, pid {})", child.id()),
+            );
+            *load = Some(child);
+        }
+        Ok(())
+    };
+    if start_delay == 0 {
+        spawn_load(&mut load)?;
+    }
+    if spec.warmup_us > 0 {
+        phase(
+            stem,
+            format_args!("warm-up {} s", spec.warmup_us as f64 / 1e6),
+        );
+        if !signals::sleep_unless_stopped(Duration::from_micros(spec.warmup_us)) {
+            check_stop()?;
+        }
+    }
+    check_alive(&mut load)?;
+    let mut player = Child::spawn(
+        &bins.player,
+        player_args,
+        &work.log(stem, "player"),
+        "xrun-player",
+    )
+    .map_err(failed)?;
+    phase(
+        stem,
+        format_args!(
+            "playing {} s (xrun-player, pid {})",
+            spec.duration_us as f64 / 1e6,
+            player.id()
+        ),
+    );
+    if start_delay > 0 {
+        if !signals::sleep_unless_stopped(Duration::from_micros(start_delay)) {
+            check_stop()?;
+        }
+        spawn_load(&mut load)?;
+    }
+    // The player ends itself after its duration; the deadline only guards
+    // against a hang.
+    let deadline =
+        Instant::now() + Duration::from_micros(spec.duration_us) + Duration::from_secs(30);
+    let player_status = loop {
+        check_stop()?;
+        if let Some(status) = player.try_wait().map_err(failed)? {
+            break status;
+        }
+        if Instant::now() > deadline {
+            return Err(failed(
+                "xrun-player still running 30 s after its duration; killed it",
+            ));
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let load_status = match load.as_mut() {
+        Some(l) => {
+            let s = l.stop(Duration::from_secs(10)).map_err(failed)?;
+            phase(stem, "load stopped");
+            Some(s)
+        }
+        None => None,
+    };
+    Ok((player_status, load_status))
+}
+
+/// Fails early if the load died during the warm-up (bad arguments, say).
+fn check_alive(load: &mut Option<Child>) -> Result<(), Stop> {
+    if let Some(l) = load.as_mut() {
+        if let Some(status) = l.try_wait().map_err(failed)? {
+            return Err(failed(format!(
+                "xrun-hackbench exited during the warm-up ({status}): {}",
+                last_line(l.log())
+            )));
+        }
+    }
+    Ok(())
+}
+
+fn check_player_status(status: ExitStatus, log: &Path) -> Result<(), Stop> {
+    if status.success() {
+        return Ok(());
+    }
+    let what = match status.code() {
+        Some(2) => "rejected its input",
+        Some(3) => "could not open or configure the device",
+        _ => "failed",
+    };
+    Err(failed(format!(
+        "xrun-player {what} ({status}): {}",
+        last_line(log)
+    )))
+}
+
+/// The last non-empty line of a log (what a failing tool said last).
+fn last_line(path: &Path) -> String {
+    std::fs::read_to_string(path)
+        .ok()
+        .and_then(|t| {
+            t.lines()
+                .rev()
+                .find(|l| !l.trim().is_empty())
+                .map(str::to_string)
+        })
+        .unwrap_or_else(|| format!("no output in {}", path.display()))
+}
+
+fn read_report<T: DeserializeOwned>(path: &Path, who: &str) -> Result<T, Stop> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| failed(format!("{who} wrote no report at {}: {e}", path.display())))?;
+    serde_json::from_str(&text).map_err(|e| {
+        failed(format!(
+            "{who}'s report {} does not parse: {e}",
+            path.display()
+        ))
+    })
+}
+
+fn read_load_report(path: &Path, status: ExitStatus) -> Result<HackbenchReport, Stop> {
+    // We stop hackbench with SIGTERM; it reports and exits 0 (or dies of
+    // the signal if it was between rounds' bookkeeping).
+    match read_report::<HackbenchReport>(path, "xrun-hackbench") {
+        Ok(r) => Ok(r),
+        Err(e) if ended_cleanly_or_by_sigterm(status) => Err(e),
+        Err(_) => Err(failed(format!("xrun-hackbench failed ({status})"))),
+    }
+}

@@ -1,0 +1,353 @@
+//! The run session `run` and `bisect` share: the target (this machine, or
+//! a board over SSH: connected, its architecture found), the board
+//! binaries built for it (the player with the features the scenario's cpal
+//! hosts need) and put there, journals a killed trial left replayed there,
+//! the scenario validated against the target (all problems at once,
+//! nothing touched), the audio staged; then a run directory with its
+//! `run.json`, and each planned trial run as `xrun-trial run -` on the
+//! target and kept on disk — a trial lost to the link is run again after
+//! the target recovered, up to its `retries`.
+
+use std::path::{Path, PathBuf};
+use std::time::SystemTime;
+
+use anyhow::Result;
+use xrunbench_schema::probe::{CheckedKnob, Probe};
+use xrunbench_schema::trial::{AudioInput, MachineFingerprint, TrialOutcome, TrialRecord};
+use xrunbench_schema::Backend;
+
+use super::plan::PlannedTrial;
+use super::scenario::{AudioSource, Scenario, ScenarioFile};
+use super::{signals, spec, validate};
+use crate::results::{LostTrial, RunManifest, RunWriter, RunnerInfo, RUN_SCHEMA};
+use crate::target::{binaries, Local, Ssh, Target, TrialRun};
+
+/// Why a session could not be opened.
+#[derive(Debug)]
+pub enum SetupError {
+    /// The scenario or the options do not fit this target: one line each
+    /// (exit 2; nothing was touched).
+    BadInput(Vec<String>),
+    /// SIGINT/SIGTERM arrived (the signal).
+    Interrupted(i32),
+    /// Anything else (a build failed, the target did not answer).
+    Failed(anyhow::Error),
+}
+
+impl SetupError {
+    fn from_error(e: anyhow::Error) -> SetupError {
+        match signals::stop_requested() {
+            Some(sig) => SetupError::Interrupted(sig),
+            None => SetupError::Failed(e),
+        }
+    }
+}
+
+/// What opening a session needs.
+pub struct SessionArgs<'a> {
+    /// The scenario as written.
+    pub file: ScenarioFile,
+    /// The scenario resolved (options applied).
+    pub scenario: Scenario,
+    /// `--only`: the configurations to run (empty: all).
+    pub only: &'a [String],
+    /// `--bin-dir`: prebuilt board binaries (else they are built).
+    pub bin_dir: Option<PathBuf>,
+    /// A dry run: validation reads only (no knob written and read back, no
+    /// journal replayed).
+    pub read_only: bool,
+}
+
+/// A validated scenario on a target, ready to run trials.
+pub struct Session {
+    /// The scenario as written.
+    pub file: ScenarioFile,
+    /// The scenario narrowed to what runs on this target.
+    pub scenario: Scenario,
+    /// One line per configuration skipped for its kernel.
+    pub skipped: Vec<String>,
+    /// Where the trials run.
+    pub target: Box<dyn Target>,
+    /// The target's machine.
+    pub machine: MachineFingerprint,
+    /// Each configuration's sound, as the target reads it.
+    pub audio: Vec<AudioInput>,
+    /// Every knob file the configurations write, with the value found.
+    pub knobs: Vec<CheckedKnob>,
+}
+
+/// The cargo features `xrun-player` needs for the scenario's cpal hosts.
+pub fn player_features(s: &Scenario) -> Vec<String> {
+    let mut f: Vec<String> = s
+        .configs
+        .iter()
+        .filter(|c| c.audio.backend == Backend::Cpal)
+        .filter_map(|c| c.audio.host.and_then(|h| h.player_feature()))
+        .map(|f| format!("xrunbench-player/{f}"))
+        .collect();
+    f.sort();
+    f.dedup();
+    f
+}
+
+/// The scenario's target, with its board binaries in place: this machine
+/// (`--bin-dir`, or built here), or the board of `[target]`: connected,
+/// the binaries for its architecture put in its workdir.
+pub fn open_target(s: &Scenario, bin_dir: Option<PathBuf>) -> Result<Box<dyn Target>> {
+    let features = player_features(s);
+    let Some(t) = &s.target else {
+        let dir = match bin_dir {
+            Some(d) => d,
+            None => binaries::host_build(&features)?,
+        };
+        return Ok(Box::new(Local::new(&dir)?));
+    };
+    eprintln!("xtask: connecting to {}", t.destination);
+    let mut ssh = Ssh::connect(t)?;
+    let arch = ssh.board_arch()?;
+    let dir = binaries::for_arch(&arch, bin_dir, &features)?;
+    match ssh.deploy(&dir)? {
+        Some(line) => eprintln!("xtask: {line}"),
+        None => eprintln!(
+            "xtask: board binaries in {} are up to date",
+            ssh.board_bin_dir()
+        ),
+    }
+    Ok(Box::new(ssh))
+}
+
+impl Session {
+    /// Builds, replays, validates and stages; see the module documentation.
+    pub fn open(args: SessionArgs<'_>) -> Result<Session, SetupError> {
+        validate::check_only(&args.scenario, args.only).map_err(SetupError::BadInput)?;
+        let mut target =
+            open_target(&args.scenario, args.bin_dir).map_err(SetupError::from_error)?;
+        if let Some(sig) = signals::stop_requested() {
+            return Err(SetupError::Interrupted(sig));
+        }
+        if !args.read_only {
+            // Knobs a killed trial left changed go back before anything
+            // reads them as "found".
+            let (_, lines) = target.restore().map_err(SetupError::from_error)?;
+            for l in lines
+                .iter()
+                .filter(|l| !l.starts_with("nothing to restore"))
+            {
+                eprintln!("xtask: {l}");
+            }
+        }
+        let probe = target.probe().map_err(SetupError::from_error)?;
+        let (scenario, skipped) =
+            validate::narrow(args.scenario, args.only, &probe.machine.kernel_release)
+                .map_err(SetupError::BadInput)?;
+        let host = validate::host_checks(&scenario);
+        let audio = stage_audio(&scenario, &host, target.as_mut(), &probe)
+            .map_err(SetupError::from_error)?;
+        let specs: Vec<_> = (0..scenario.configs.len())
+            .map(|i| {
+                let planned = PlannedTrial {
+                    seq: i + 1,
+                    config: i,
+                    config_name: scenario.configs[i].name.clone(),
+                    k: 1,
+                };
+                spec::trial_spec(&scenario, &planned, audio[i].clone(), None)
+            })
+            .collect();
+        let report = target
+            .check(&specs, args.read_only)
+            .map_err(SetupError::from_error)?;
+        if let Some(sig) = signals::stop_requested() {
+            return Err(SetupError::Interrupted(sig));
+        }
+        let mut errors: Vec<String> = host.iter().map(|(_, l)| l.clone()).collect();
+        errors.extend(validate::target_lines(&scenario, &report, &host));
+        if !errors.is_empty() {
+            return Err(SetupError::BadInput(errors));
+        }
+        Ok(Session {
+            file: args.file,
+            scenario,
+            skipped,
+            target,
+            machine: probe.machine,
+            audio,
+            knobs: report.knobs,
+        })
+    }
+
+    /// The spec of a planned trial whose logs go to `run_dir`.
+    pub fn spec(&self, planned: &PlannedTrial, run_dir: &Path) -> xrunbench_schema::TrialSpec {
+        spec::trial_spec(
+            &self.scenario,
+            planned,
+            self.audio[planned.config].clone(),
+            self.target.work_dir(run_dir),
+        )
+    }
+
+    /// Runs a planned trial on the target and keeps what came back in
+    /// `run_dir/trials/`: a measurement as `<stem>.json`, anything else in
+    /// the run's log beside it. A trial lost (no record, or stopped by
+    /// anything but us) is logged, the target recovers (reconnect, the
+    /// cut-off trial stopped, journals replayed), and it runs again, up to
+    /// the target's retries. `progress` sees the target's lines.
+    pub fn run_trial(
+        &mut self,
+        planned: &PlannedTrial,
+        run_dir: &Path,
+        progress: &mut dyn FnMut(&str),
+    ) -> Result<TrialEnd> {
+        let spec = self.spec(planned, run_dir);
+        let out = RunWriter::at(run_dir);
+        let stem = spec.trial.stem();
+        let retries = self.target.retries();
+        let mut attempt = 1;
+        loop {
+            let run = self
+                .target
+                .run_trial(&spec, progress, &|| signals::stop_requested().is_some());
+            let (reason, pid) = match run {
+                TrialRun::Record(record) => {
+                    out.trial_record(&record)?;
+                    match &record.outcome {
+                        TrialOutcome::Ran => return Ok(TrialEnd::Done(record)),
+                        TrialOutcome::Failed { reason } => {
+                            return Ok(TrialEnd::Failed(reason.clone()))
+                        }
+                        TrialOutcome::Interrupted { .. } if signals::stop_requested().is_some() => {
+                            return Ok(TrialEnd::Interrupted)
+                        }
+                        TrialOutcome::Interrupted { by } => {
+                            (format!("xrun-trial was stopped by {by}"), None)
+                        }
+                    }
+                }
+                TrialRun::Lost { reason, pid } => {
+                    let lost = LostTrial::new(spec.trial.clone(), attempt, reason.clone());
+                    out.lost_trial(&lost)?;
+                    (reason, pid)
+                }
+            };
+            // Whatever cut it off may have left its knobs changed, or the
+            // link down: the target recovers now, not at the next run.
+            match self.target.recover(pid) {
+                Ok(lines) => {
+                    for l in lines {
+                        eprintln!("xtask: {l}");
+                    }
+                }
+                Err(_) if signals::stop_requested().is_some() => return Ok(TrialEnd::Interrupted),
+                Err(gone) => return Ok(TrialEnd::Unreachable(gone.0)),
+            }
+            if signals::stop_requested().is_some() {
+                return Ok(TrialEnd::Interrupted);
+            }
+            if attempt > retries {
+                return Ok(TrialEnd::Lost(if retries == 0 {
+                    reason
+                } else {
+                    format!("{reason} (lost {attempt} times)")
+                }));
+            }
+            eprintln!(
+                "xtask: trial {stem} was lost ({reason}): running it again (retry {attempt} of {retries})"
+            );
+            attempt += 1;
+        }
+    }
+
+    /// Ends the session: the target's staged files removed, its
+    /// connection closed (also done when the session is dropped).
+    pub fn finish(&mut self) {
+        for l in self.target.finish() {
+            eprintln!("xtask: {l}");
+        }
+    }
+
+    /// `run.json` for a run of `plan` in this session.
+    pub fn manifest(&self, label: Option<String>, plan: Vec<PlannedTrial>) -> RunManifest {
+        RunManifest {
+            schema: RUN_SCHEMA.into(),
+            started_at: xrunbench_schema::doc::rfc3339(SystemTime::now()),
+            label,
+            target: self.target.describe(),
+            scenario_file: self.file.clone(),
+            scenario: self.scenario.clone(),
+            skipped: self.skipped.clone(),
+            plan,
+            fingerprint: self.machine.clone(),
+            runner: RunnerInfo::here(),
+            outcome: None,
+        }
+    }
+}
+
+/// Each configuration's sound as the target reads it: files staged (each
+/// once), tones generated there by each trial.
+fn stage_audio(
+    s: &Scenario,
+    host_problems: &[(String, String)],
+    target: &mut dyn Target,
+    probe: &Probe,
+) -> Result<Vec<AudioInput>> {
+    let mut staged: Vec<(PathBuf, PathBuf)> = Vec::new();
+    let mut out = Vec::new();
+    for c in &s.configs {
+        out.push(match &c.audio.source {
+            // The host refused it: validation reports that; do not copy it.
+            AudioSource::File(p) if host_problems.iter().any(|(n, _)| *n == c.name) => {
+                AudioInput::File(p.clone())
+            }
+            AudioSource::File(p) => match staged.iter().find(|(h, _)| h == p) {
+                Some((_, there)) => AudioInput::File(there.clone()),
+                None => {
+                    let there = target.stage_audio(p, probe)?;
+                    staged.push((p.clone(), there.clone()));
+                    AudioInput::File(there)
+                }
+            },
+            AudioSource::Generate(tone) => AudioInput::Tone(tone.clone()),
+        });
+    }
+    Ok(out)
+}
+
+/// How one trial ended, for the runner.
+pub enum TrialEnd {
+    /// It ran to the end: a measurement.
+    Done(Box<TrialRecord>),
+    /// It could not run (the reason); its knobs were restored.
+    Failed(String),
+    /// No usable record came back (the reason), as often as the target
+    /// retries.
+    Lost(String),
+    /// The target did not come back after its link dropped (one line).
+    Unreachable(String),
+    /// We were asked to stop; the trial stopped and restored its knobs.
+    Interrupted,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::run::scenario;
+
+    #[test]
+    fn cpal_hosts_choose_the_players_features() {
+        let text = "name = \"c\"\n[audio]\ngenerate = {}\n\
+                    [[config]]\nname = \"a\"\n\
+                    [[config]]\nname = \"j\"\n[config.audio]\nbackend = \"cpal\"\nhost = \"jack\"\n\
+                    [[config]]\nname = \"p\"\n[config.audio]\nbackend = \"cpal\"\nhost = \"pulseaudio\"\n\
+                    [[config]]\nname = \"d\"\n[config.audio]\nbackend = \"cpal\"\n";
+        let p = Path::new("c.toml");
+        let s = scenario::resolve(p, &scenario::parse(p, text).unwrap()).unwrap();
+        assert_eq!(
+            player_features(&s),
+            [
+                "xrunbench-player/cpal-jack",
+                "xrunbench-player/cpal-pulseaudio"
+            ]
+        );
+    }
+}
