@@ -263,6 +263,12 @@ fn commit(repo: &Path, stall: bool, kernel: &str, mode: &str, subject: &str) -> 
     std::fs::write(repo.join("stall"), if stall { "1\n" } else { "0\n" }).unwrap();
     std::fs::write(repo.join("kernel"), format!("{kernel}\n")).unwrap();
     std::fs::write(repo.join("mode"), format!("{mode}\n")).unwrap();
+    // The harmless commits change this only: a file of their own, so that
+    // the culprit's revert applies on the bad commit.
+    let notes = repo.join("notes");
+    std::fs::create_dir_all(&notes).unwrap();
+    let n = std::fs::read_dir(&notes).unwrap().count();
+    std::fs::write(notes.join(n.to_string()), subject).unwrap();
     git(repo, &["add", "-A"]);
     git(repo, &["commit", "-q", "-m", subject]);
     git(repo, &["rev-parse", "HEAD"])

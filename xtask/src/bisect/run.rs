@@ -880,10 +880,12 @@ fn report(
         total % 60
     );
     let text = format!(
-        "{}\nboard: {board}\nkernels:\n{}\n\n{}\n{tail}",
-        head(false),
-        kernels.join("\n"),
-        exporter(Format::Text).render(&table)
+        "{}\n{}\nkernels:\n{}\n\n{}\n{}",
+        wrap(&head(false)),
+        wrap(&format!("board: {board}")),
+        wrap(&kernels.join("\n")),
+        exporter(Format::Text).render(&table),
+        wrap(&tail),
     );
     let md = format!(
         "{}\nboard: {board}\n\nkernels:\n\n```\n{}\n```\n\n{}\n{tail}",
@@ -906,6 +908,30 @@ fn report(
         (!ok).then(|| verdict.to_string()),
     ));
     Ok(ok)
+}
+
+/// `text` with every line wrapped at 80 columns (the mail's width), the
+/// continuation indented.
+fn wrap(text: &str) -> String {
+    let mut out = String::new();
+    for line in text.lines() {
+        let mut cur = String::new();
+        for word in line.split(' ') {
+            if !cur.is_empty() && cur.len() + 1 + word.len() > 80 {
+                out.push_str(&cur);
+                out.push('\n');
+                cur = format!("  {word}");
+            } else {
+                if !cur.is_empty() {
+                    cur.push(' ');
+                }
+                cur.push_str(word);
+            }
+        }
+        out.push_str(&cur);
+        out.push('\n');
+    }
+    out
 }
 
 /// A JUnit XML document of the bisection's stages.
@@ -960,6 +986,14 @@ mod tests {
             first_bad("There are only 'skip'ped commits left to test."),
             None
         );
+    }
+
+    #[test]
+    fn report_lines_fit_a_mail() {
+        let long = "word ".repeat(40);
+        let w = wrap(&format!("{long}\nshort"));
+        assert!(w.lines().all(|l| l.len() <= 80), "{w}");
+        assert!(w.ends_with("\nshort\n"), "{w}");
     }
 
     #[test]
