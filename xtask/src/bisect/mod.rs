@@ -14,6 +14,11 @@
 //! | 130 | interrupted (SIGINT/SIGTERM): aborts the bisection |
 //!
 //! A measurement never exits ≥ 128.
+//!
+//! With a deploy command (`[target] deploy`, `--deploy`) the step first
+//! builds, installs and boots the commit's kernel and checks it booted
+//! ([`deploy`]); infrastructure failures are retried, then skipped, never a
+//! verdict ([`step`]). `bisect-run` ([`run`]) drives a whole bisection.
 
 pub mod alternatives;
 pub mod deploy;
