@@ -466,6 +466,23 @@ impl Ssh {
         Ok(id)
     }
 
+    /// The board's /proc/version: which kernel it booted (`bisect` checks
+    /// it against the commit's).
+    pub fn proc_version(&self) -> Result<String> {
+        let v = self.exec_ok(
+            "cat /proc/version",
+            None,
+            SHORT_COMMAND,
+            "reading /proc/version",
+        )?;
+        Ok(v.trim().to_string())
+    }
+
+    /// The board's boot id when the connection was opened.
+    pub fn boot_id(&self) -> Option<&str> {
+        self.boot_id.as_deref()
+    }
+
     /// The architecture whose binaries the board runs: `[target] arch`,
     /// or from `uname -m`.
     pub fn board_arch(&self) -> Result<String> {
