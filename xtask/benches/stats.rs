@@ -5,12 +5,12 @@
 //! `cargo bench -p xtask` (or `cargo xtask bench micro`); criterion is a
 //! dev-dependency only.
 
-use criterion::{criterion_group, criterion_main, Criterion};
+use criterion::{criterion_main, Criterion};
 use std::hint::black_box;
 
 // xtask is a binary crate: its statistics module (serde only) is compiled
 // into the benchmark as it is.
-#[allow(dead_code)]
+#[allow(dead_code, unused_imports)]
 #[path = "../src/compare/stats.rs"]
 mod stats;
 
@@ -20,7 +20,9 @@ fn counts(seed: u64, spread: u64) -> Vec<f64> {
     let mut x = seed;
     (0..50)
         .map(|_| {
-            x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
             ((x >> 33) % spread) as f64
         })
         .collect()
@@ -42,5 +44,10 @@ fn mann_whitney(c: &mut Criterion) {
     });
 }
 
-criterion_group!(benches, mann_whitney);
-criterion_main!(benches);
+// criterion's macros define undocumented functions.
+#[allow(missing_docs)]
+mod group {
+    //! The benchmark group.
+    criterion::criterion_group!(benches, super::mann_whitney);
+}
+criterion_main!(group::benches);
