@@ -74,6 +74,9 @@ pub struct PlayOutcome {
     pub frames_written: u64,
     /// Wall-clock seconds from the first write to the end.
     pub wall_seconds: f64,
+    /// CLOCK_MONOTONIC when playback started (what `at_s` counts from on
+    /// every sink but cpal, whose events count from its stream's start).
+    pub started_mono_ns: Option<u64>,
     /// Stalls injected.
     pub stalls: Vec<SelftestStall>,
     /// Host errors that were not underruns (cpal sink), counted.
@@ -245,6 +248,9 @@ pub fn play(
         near_miss: side.near_miss.unwrap_or(p.near_miss),
         frames_written: p.frames_written,
         wall_seconds: ms(clock::now() - p.start) / 1e3,
+        started_mono_ns: (p.sink.setup().clock != ClockSource::Cpal)
+            .then(|| u64::try_from(p.start).ok())
+            .flatten(),
         stalls: side.stalls.unwrap_or(p.stalls_done),
         host_errors: side.host_errors,
         feeder_scheduling: (side.feeder_priority, side.feeder_affinity),

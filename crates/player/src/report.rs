@@ -63,6 +63,7 @@ pub fn build(
         schema: PLAYER_SCHEMA.to_string(),
         version: env!("CARGO_PKG_VERSION").to_string(),
         started_at,
+        started_mono_ns: outcome.started_mono_ns,
         audio_seconds: outcome.frames_written as f64 / params.rate as f64,
         file,
         params,

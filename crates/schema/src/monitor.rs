@@ -206,9 +206,10 @@ pub struct TaskTime {
     pub pid: u32,
     /// The kernel's priority (0–99 real-time, 100–139 normal; 120 is nice 0).
     pub prio: i32,
-    /// `SCHED_OTHER`, `SCHED_FIFO`, `SCHED_RR`, `SCHED_BATCH`,
-    /// `SCHED_IDLE`, `SCHED_DEADLINE`, or `RT`/`normal` when it was gone
-    /// before it could be asked.
+    /// `SCHED_OTHER`, `SCHED_FIFO 90` (with its real-time priority),
+    /// `SCHED_RR 50`, `SCHED_BATCH`, `SCHED_IDLE`, `SCHED_DEADLINE`; for a
+    /// task gone before it could be asked, what its priority tells:
+    /// `SCHED_FIFO/RR 90` or `normal`.
     pub policy: String,
     /// Its time on the CPU in the window, ms.
     pub ms: f64,

@@ -16,6 +16,12 @@ pub struct PlayerReport {
     pub version: String,
     /// Wall-clock start, RFC 3339 UTC.
     pub started_at: String,
+    /// The instant every `at_s` counts from, CLOCK_MONOTONIC ns: what puts
+    /// the underruns on the timeline of a latency monitor and a scheduler
+    /// trace. Absent when `at_s` counts from another clock's start (cpal's
+    /// stream instants) and in reports of players before it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub started_mono_ns: Option<u64>,
     /// The WAV file that was played.
     pub file: FileInfo,
     /// Parameters as negotiated with the device (not as requested).

@@ -684,8 +684,8 @@ fn account_for_spikes(report: &mut xrunbench_schema::monitor::MonitorReport, tra
 
 /// The CLOCK_MONOTONIC instant the player's `at_s` counts from, when its
 /// report says.
-fn player_start_mono(_player: &PlayerReport) -> Option<u64> {
-    None
+fn player_start_mono(player: &PlayerReport) -> Option<u64> {
+    player.started_mono_ns
 }
 
 /// Puts each spike on the underruns' timeline (seconds since the player

@@ -181,8 +181,9 @@ pub struct GapTracker {
     /// pid → (comm, kernel prio), as last seen.
     pub tasks: HashMap<u32, (String, i32)>,
     /// pid → scheduling policy, asked when it first held a watched thread
-    /// off (while it most likely still exists).
-    policies: HashMap<u32, String>,
+    /// off (while it most likely still exists); used only while it fits
+    /// the priority the trace shows.
+    policies: HashMap<u32, Policy>,
     /// Events seen.
     pub events: u64,
     /// Events the kernel said it lost.
@@ -282,10 +283,11 @@ impl GapTracker {
                         Some((_, ns)) => *ns += now - from,
                         None => {
                             tally.push((pid, now - from));
-                            let prio = self.tasks.get(&pid).map_or(120, |t| t.1);
-                            self.policies
-                                .entry(pid)
-                                .or_insert_with(|| policy_of(pid, prio));
+                            if !self.policies.contains_key(&pid) {
+                                if let Some(p) = live_policy(pid) {
+                                    self.policies.insert(pid, p);
+                                }
+                            }
                         }
                     }
                 }
@@ -361,7 +363,9 @@ impl GapTracker {
                         .policies
                         .get(&pid)
                         .cloned()
-                        .unwrap_or_else(|| policy_of(pid, prio)),
+                        .filter(|p| p.fits(prio))
+                        .or_else(|| live_policy(pid).filter(|p| p.fits(prio)))
+                        .map_or_else(|| policy_from_prio(prio), |p| p.name),
                     comm,
                     pid,
                     prio,
@@ -394,24 +398,67 @@ fn remember(tasks: &mut HashMap<u32, (String, i32)>, pid: u32, comm: &str, prio:
     }
 }
 
-/// The scheduling policy of `pid` (asked now; the event only has its
-/// priority, which tells real-time from normal when the task is gone).
-fn policy_of(pid: u32, prio: i32) -> String {
-    // SAFETY: plain syscall on a pid; -1 when it is gone.
-    let p = unsafe { libc::sched_getscheduler(pid as libc::pid_t) };
-    let flags_off = p & !libc::SCHED_RESET_ON_FORK;
-    match flags_off {
-        libc::SCHED_OTHER if pid != 0 => "SCHED_OTHER",
-        libc::SCHED_FIFO => "SCHED_FIFO",
-        libc::SCHED_RR => "SCHED_RR",
-        libc::SCHED_BATCH => "SCHED_BATCH",
-        libc::SCHED_IDLE => "SCHED_IDLE",
-        6 => "SCHED_DEADLINE",
-        _ if pid == 0 => "idle",
-        _ if prio < 100 => "RT",
-        _ => "normal",
+/// The scheduling policy of `pid` if it still exists (the event has only
+/// the kernel priority), with the real-time priority for FIFO and RR:
+/// `SCHED_OTHER`, `SCHED_FIFO 90`, …
+fn live_policy(pid: u32) -> Option<Policy> {
+    if pid == 0 {
+        return Some(Policy {
+            name: "idle".into(),
+            prio: None,
+        });
     }
-    .into()
+    let mut param = libc::sched_param { sched_priority: 0 };
+    // SAFETY: plain syscalls on a pid; -1 when it is gone.
+    let (p, rc) = unsafe {
+        (
+            libc::sched_getscheduler(pid as libc::pid_t),
+            libc::sched_getparam(pid as libc::pid_t, &mut param),
+        )
+    };
+    if p < 0 || rc < 0 {
+        return None;
+    }
+    let rt = param.sched_priority;
+    let (name, prio) = match p & !libc::SCHED_RESET_ON_FORK {
+        libc::SCHED_OTHER => ("SCHED_OTHER".into(), None),
+        libc::SCHED_FIFO => (format!("SCHED_FIFO {rt}"), Some(99 - rt)),
+        libc::SCHED_RR => (format!("SCHED_RR {rt}"), Some(99 - rt)),
+        libc::SCHED_BATCH => ("SCHED_BATCH".into(), None),
+        libc::SCHED_IDLE => ("SCHED_IDLE".into(), None),
+        6 => ("SCHED_DEADLINE".into(), Some(-1)),
+        other => (format!("policy {other}"), None),
+    };
+    Some(Policy { name, prio })
+}
+
+/// A policy as asked, and the kernel priority it implies (`None`: a normal
+/// policy, 100–139).
+#[derive(Debug, Clone)]
+struct Policy {
+    name: String,
+    prio: Option<i32>,
+}
+
+impl Policy {
+    /// Whether it fits the priority the trace saw last (a task may change
+    /// policy: `chrt` execs into the hog after `timeout` forked it).
+    fn fits(&self, prio: i32) -> bool {
+        match self.prio {
+            Some(p) => p == prio,
+            None => prio >= 100,
+        }
+    }
+}
+
+/// What a kernel priority tells of a task that is gone: `SCHED_FIFO/RR 90`
+/// (real-time priority 99 − prio) or `normal`.
+fn policy_from_prio(prio: i32) -> String {
+    if prio < 100 {
+        format!("SCHED_FIFO/RR {}", 99 - prio)
+    } else {
+        "normal".into()
+    }
 }
 
 /// How the trace was set up and how to undo it.
