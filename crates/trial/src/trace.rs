@@ -283,9 +283,11 @@ impl GapTracker {
                         Some((_, ns)) => *ns += now - from,
                         None => {
                             tally.push((pid, now - from));
-                            if !self.policies.contains_key(&pid) {
+                            if let std::collections::hash_map::Entry::Vacant(e) =
+                                self.policies.entry(pid)
+                            {
                                 if let Some(p) = live_policy(pid) {
-                                    self.policies.insert(pid, p);
+                                    e.insert(p);
                                 }
                             }
                         }
