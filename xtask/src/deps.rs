@@ -411,6 +411,14 @@ pub const BENCH_MONITOR: Needs = Needs {
     starts: &[&[started::CYCLICTEST, started::HACKBENCH]],
 };
 
+/// `cargo xtask bench micro`: criterion benchmarks of the player (built
+/// with its default features, so against ALSA) and of the trial and xtask.
+pub const BENCH_MICRO: Needs = Needs {
+    command: "bench micro",
+    groups: &[&BUILD],
+    starts: &[],
+};
+
 /// `cargo xtask board build` with every option, on an x86_64 machine (the
 /// board architectures cross-built): the groups [`for_board_build`]
 /// chooses from. Read by the unit tests, which tie it to the programs
@@ -767,6 +775,7 @@ mod tests {
         &BENCH_PLAYER,
         &BENCH_HACKBENCH,
         &BENCH_MONITOR,
+        &BENCH_MICRO,
         &LINT,
         &TEST,
         &BOARD_BUILD,
@@ -1071,6 +1080,8 @@ mod tests {
             vec![&BENCH_HACKBENCH]
         } else if rel.starts_with("xtask/src/bench/monitor") {
             vec![&BENCH_MONITOR]
+        } else if rel.starts_with("xtask/src/bench/micro") {
+            vec![&BENCH_MICRO]
         } else if rel == "xtask/src/board/qemu.rs" {
             // The emulator runs only in the suite's board stage.
             vec![&TEST]

@@ -211,13 +211,22 @@ pub struct TaskTime {
     /// task gone before it could be asked, what its priority tells:
     /// `SCHED_FIFO/RR 90` or `normal`.
     pub policy: String,
-    /// Its time on the CPU in the window, ms.
+    /// Its time on the CPU in the window, ms (with `tasks` > 1: of every
+    /// task of this name and policy; `pid` is the one that ran longest).
     pub ms: f64,
+    /// How many tasks of this name and policy ran (1: just `pid`).
+    #[serde(default = "one")]
+    pub tasks: u32,
+}
+
+fn one() -> u32 {
+    1
 }
 
 impl GapAccount {
     /// The short clause an underrun line gains:
-    /// `runnable 26.9 ms behind hackbench:4121 (SCHED_OTHER) 24.0 ms, kworker/1:2:88 2.1 ms`
+    /// `runnable 26.9 ms behind hackbench:4121 (SCHED_OTHER) 24.0 ms, kworker/1:2 x3 2.1 ms`
+    /// (a name with `xN`: N tasks of that name)
     /// (the policy only of the first task; at most three tasks).
     pub fn clause(&self) -> String {
         let mut s = format!("runnable {:.1} ms", self.runnable_ms);
@@ -232,10 +241,15 @@ impl GapAccount {
             .take(3)
             .enumerate()
             .map(|(i, t)| {
-                if i == 0 {
-                    format!("{}:{} ({}) {:.1} ms", t.comm, t.pid, t.policy, t.ms)
+                let who = if t.tasks > 1 {
+                    format!("{} x{}", t.comm, t.tasks)
                 } else {
-                    format!("{}:{} {:.1} ms", t.comm, t.pid, t.ms)
+                    format!("{}:{}", t.comm, t.pid)
+                };
+                if i == 0 {
+                    format!("{who} ({}) {:.1} ms", t.policy, t.ms)
+                } else {
+                    format!("{who} {:.1} ms", t.ms)
                 }
             })
             .collect();
@@ -268,6 +282,7 @@ mod tests {
                     prio: 120,
                     policy: "SCHED_OTHER".into(),
                     ms: 24.0,
+                    tasks: 1,
                 },
                 TaskTime {
                     comm: "kworker/1:2".into(),
@@ -275,6 +290,7 @@ mod tests {
                     prio: 120,
                     policy: "SCHED_OTHER".into(),
                     ms: 2.1,
+                    tasks: 3,
                 },
             ],
             others_ms: 0.0,
@@ -282,7 +298,7 @@ mod tests {
         };
         assert_eq!(
             a.clause(),
-            "runnable 26.9 ms behind hackbench:4121 (SCHED_OTHER) 24.0 ms, kworker/1:2:88 2.1 ms"
+            "runnable 26.9 ms behind hackbench:4121 (SCHED_OTHER) 24.0 ms, kworker/1:2 x3 2.1 ms"
         );
     }
 

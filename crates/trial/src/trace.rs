@@ -345,34 +345,43 @@ impl GapTracker {
         Some(self.describe(tid, g))
     }
 
-    /// A kept gap as the schema's account, tasks largest first.
+    /// A kept gap as the schema's account: tasks of one name and policy
+    /// together (forty hackbench workers are one culprit, not forty),
+    /// largest first.
     pub fn describe(&self, tid: u32, g: &Gap) -> GapAccount {
-        let mut tally = g.tally.clone();
-        tally.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
         let ms = |ns: u64| ns as f64 / 1e6;
-        let others: u64 = tally.iter().skip(TASKS_KEPT).map(|t| t.1).sum();
-        let tasks = tally
-            .iter()
-            .take(TASKS_KEPT)
-            .map(|&(pid, ns)| {
-                let (comm, prio) = self
-                    .tasks
-                    .get(&pid)
-                    .cloned()
-                    .unwrap_or_else(|| ("?".into(), 120));
-                TaskTime {
-                    policy: self
-                        .policies
-                        .get(&pid)
-                        .cloned()
-                        .filter(|p| p.fits(prio))
-                        .or_else(|| live_policy(pid).filter(|p| p.fits(prio)))
-                        .map_or_else(|| policy_from_prio(prio), |p| p.name),
-                    comm,
-                    pid,
-                    prio,
-                    ms: ms(ns),
+        // (comm, policy) → (ns, largest pid and its ns, prio, tasks)
+        let mut groups: Vec<(String, String, u64, u32, u64, i32, u32)> = Vec::new();
+        for &(pid, ns) in &g.tally {
+            let (comm, prio) = self
+                .tasks
+                .get(&pid)
+                .cloned()
+                .unwrap_or_else(|| ("?".into(), 120));
+            let policy = self.policy(pid, &comm, prio);
+            match groups.iter_mut().find(|x| x.0 == comm && x.1 == policy) {
+                Some(x) => {
+                    x.2 += ns;
+                    x.6 += 1;
+                    if ns > x.4 {
+                        (x.3, x.4, x.5) = (pid, ns, prio);
+                    }
                 }
+                None => groups.push((comm, policy, ns, pid, ns, prio, 1)),
+            }
+        }
+        groups.sort_by(|a, b| b.2.cmp(&a.2).then_with(|| a.0.cmp(&b.0)));
+        let others: u64 = groups.iter().skip(TASKS_KEPT).map(|x| x.2).sum();
+        let tasks = groups
+            .into_iter()
+            .take(TASKS_KEPT)
+            .map(|(comm, policy, ns, pid, _, prio, n)| TaskTime {
+                comm,
+                pid,
+                prio,
+                policy,
+                ms: ms(ns),
+                tasks: n,
             })
             .collect();
         GapAccount {
@@ -387,6 +396,28 @@ impl GapTracker {
             others_ms: ms(others),
             complete: g.complete,
         }
+    }
+
+    /// The policy of `pid` as it fits the priority the trace saw: asked
+    /// when it held a watched thread off, else now, else that of a task of
+    /// the same name and priority that could be asked (a hackbench worker
+    /// that exited is what its siblings are), else what the priority tells.
+    fn policy(&self, pid: u32, comm: &str, prio: i32) -> String {
+        self.policies
+            .get(&pid)
+            .cloned()
+            .filter(|p| p.fits(prio))
+            .or_else(|| live_policy(pid).filter(|p| p.fits(prio)))
+            .or_else(|| {
+                self.policies
+                    .iter()
+                    .filter(|(other, p)| {
+                        p.fits(prio) && self.tasks.get(other).is_some_and(|t| t.0 == comm)
+                    })
+                    .map(|(_, p)| p.clone())
+                    .next()
+            })
+            .map_or_else(|| policy_from_prio(prio), |p| p.name)
     }
 }
 
@@ -718,18 +749,43 @@ mod tests {
         assert_eq!(parse_line("# tracer: nop"), None);
     }
 
+    /// A name per test pid (tasks of one name are one culprit).
+    fn name(pid: u32) -> &'static str {
+        match pid {
+            0 => "swapper/0",
+            10 => "audio",
+            66 => "hog",
+            77 => "other",
+            _ => "task",
+        }
+    }
+
     fn sw(cpu: usize, ms: u64, prev: u32, runnable: bool, next: u32) -> Event<'static> {
         Event::Switch {
             cpu,
             ts: ms * 1_000_000,
-            prev_comm: "p",
+            prev_comm: name(prev),
             prev_pid: prev,
             prev_prio: 120,
             prev_runnable: runnable,
-            next_comm: "n",
+            next_comm: name(next),
             next_pid: next,
-            next_prio: 9,
+            next_prio: 120,
         }
+    }
+
+    #[test]
+    fn tasks_of_one_name_are_one_culprit() {
+        let mut t = GapTracker::default();
+        t.watch(10, 0);
+        t.feed(&sw(0, 1, 0, false, 10));
+        t.feed(&sw(0, 2, 10, true, 5));
+        t.feed(&sw(0, 4, 5, true, 6));
+        t.feed(&sw(0, 7, 6, false, 10));
+        let a = t.account(10, 0, 10_000_000).unwrap();
+        assert_eq!(a.tasks.len(), 1);
+        assert_eq!((a.tasks[0].tasks, a.tasks[0].pid, a.tasks[0].ms), (2, 6, 5.0));
+        assert!(a.clause().contains("task x2"), "{}", a.clause());
     }
 
     #[test]

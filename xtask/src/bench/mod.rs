@@ -5,6 +5,7 @@
 //! behaviour, never speed.
 
 mod hackbench;
+mod micro;
 mod monitor;
 mod player;
 pub mod stats;
@@ -33,6 +34,9 @@ pub enum What {
     /// Our latency monitor against rt-tests cyclictest, idle and under
     /// hackbench -g 4: average and max, and ours/cyclictest of each.
     Monitor(monitor::Args),
+    /// The criterion micro-benchmarks of the per-period hot path and of
+    /// bisect's statistics; the per-period cost against a 1 ms period.
+    Micro(micro::Args),
 }
 
 /// Installs what the chosen benchmark needs, then runs it.
@@ -41,6 +45,7 @@ pub fn run(args: &BenchArgs) -> Result<ExitCode> {
         What::Player(_) => &crate::deps::BENCH_PLAYER,
         What::Hackbench(_) => &crate::deps::BENCH_HACKBENCH,
         What::Monitor(_) => &crate::deps::BENCH_MONITOR,
+        What::Micro(_) => &crate::deps::BENCH_MICRO,
     };
     if let Err(e) = crate::deps::ensure(needs) {
         return Ok(e.report());
@@ -49,5 +54,6 @@ pub fn run(args: &BenchArgs) -> Result<ExitCode> {
         What::Player(a) => player::run(a),
         What::Hackbench(a) => hackbench::run(a),
         What::Monitor(a) => monitor::run(a),
+        What::Micro(a) => micro::run(a),
     }
 }

@@ -38,6 +38,9 @@ pub struct Waiting {
     pub not_runnable_ms: f64,
     /// The tasks that ran meanwhile, largest first (at most five).
     pub tasks: Vec<Culprit>,
+    /// Time of tasks the accounts did not name (beyond their eight
+    /// largest), summed, ms.
+    pub unnamed_ms: f64,
 }
 
 /// A task (by name and policy) and the audio's waiting time it took.
@@ -82,6 +85,7 @@ fn waiting(column: &str, trials: &[&TrialRecord]) -> Option<Waiting> {
         runnable_ms: 0.0,
         not_runnable_ms: 0.0,
         tasks: Vec::new(),
+        unnamed_ms: 0.0,
     };
     let mut traced = false;
     let mut by_task: BTreeMap<(String, String), (f64, usize)> = BTreeMap::new();
@@ -96,6 +100,7 @@ fn waiting(column: &str, trials: &[&TrialRecord]) -> Option<Waiting> {
             w.accounted += 1;
             w.runnable_ms += a.runnable_ms;
             w.not_runnable_ms += a.not_runnable_ms;
+            w.unnamed_ms += a.others_ms;
             for task in &a.tasks {
                 let key = (task.comm.clone(), task.policy.clone());
                 let e = by_task.entry(key.clone()).or_insert((0.0, 0));
@@ -178,6 +183,18 @@ impl Sections {
                     out.push(format!(
                         "    {:<36} {:>10.1} ms {:>6.1}%  {} trial(s)",
                         name, c.ms, c.share, c.trials
+                    ));
+                }
+                if w.unnamed_ms > 0.0 {
+                    out.push(format!(
+                        "    {:<36} {:>10.1} ms {:>6.1}%",
+                        "(others, not named)",
+                        w.unnamed_ms,
+                        if w.runnable_ms > 0.0 {
+                            w.unnamed_ms * 100.0 / w.runnable_ms
+                        } else {
+                            0.0
+                        }
                     ));
                 }
             }
