@@ -784,7 +784,10 @@ mod tests {
         t.feed(&sw(0, 7, 6, false, 10));
         let a = t.account(10, 0, 10_000_000).unwrap();
         assert_eq!(a.tasks.len(), 1);
-        assert_eq!((a.tasks[0].tasks, a.tasks[0].pid, a.tasks[0].ms), (2, 6, 5.0));
+        assert_eq!(
+            (a.tasks[0].tasks, a.tasks[0].pid, a.tasks[0].ms),
+            (2, 6, 5.0)
+        );
         assert!(a.clause().contains("task x2"), "{}", a.clause());
     }
 

@@ -22,11 +22,21 @@ pub struct Args {
 
 /// The benchmarks that run once per period of the playback loop (with
 /// cpal: the ring and, for a device that does not take the file's format,
-/// one conversion) — ids as criterion names them.
-const PER_PERIOD: &[&str] = &[
-    "wake-up_ fill computation + 2 histogram records",
-    "ring/push + pop one period (48 frames f32 stereo)",
-    "convert one period/S16_LE -_ FLOAT_LE",
+/// one conversion): criterion's directory for each (it writes `>` and `:`
+/// as `_`), and its name.
+const PER_PERIOD: &[(&str, &str)] = &[
+    (
+        "wake-up_ fill computation + 2 histogram records",
+        "wake-up: fill computation + 2 histogram records",
+    ),
+    (
+        "ring/push + pop one period (48 frames f32 stereo)",
+        "ring: push + pop one period (48 frames f32 stereo)",
+    ),
+    (
+        "convert one period/S16_LE -_ FLOAT_LE",
+        "convert one period: S16_LE -> FLOAT_LE",
+    ),
 ];
 
 /// `cargo xtask bench micro`.
@@ -41,13 +51,13 @@ pub fn run(args: &Args) -> Result<ExitCode> {
     let mut total = 0.0;
     println!();
     println!("per period (1 ms at 48 kHz stereo), criterion's mean estimate:");
-    for id in PER_PERIOD {
+    for (id, name) in PER_PERIOD {
         match mean_ns(&dir, id) {
             Some(ns) => {
                 total += ns;
-                println!("  {:<56} {:>9.1} ns", id.replace("_ ", ": "), ns);
+                println!("  {name:<56} {ns:>9.1} ns");
             }
-            None => println!("  {id:<56} (not run)"),
+            None => println!("  {name:<56} (not run)"),
         }
     }
     println!(

@@ -1399,4 +1399,48 @@ mod tests {
             assert!(e.contains(want), "{e}");
         }
     }
+
+    #[test]
+    fn monitor_table_resolves_to_cyclictests_defaults_and_errors_name_the_key() {
+        let s = parse_str(&format!("{MIN}[monitor]\ntrace = true\n")).unwrap();
+        let m = s.monitor.clone().unwrap();
+        assert_eq!(
+            (m.priority, m.interval_us, m.threshold_us),
+            (99, 1000, 1000)
+        );
+        assert!(m.latency && m.trace);
+        let s2 = parse_str(&format!(
+            "{MIN}[monitor]\ncpus = \"1\"\ninterval = \"500us\"\nthreshold = \"2ms\"\n"
+        ))
+        .unwrap();
+        let m2 = s2.monitor.clone().unwrap();
+        assert_eq!((m2.interval_us, m2.threshold_us), (500, 2000));
+        assert_eq!(m2.cpus.unwrap().cpus(), &[1]);
+        assert!(
+            s.fingerprint("a")
+                .unwrap()
+                .differences(&s2.fingerprint("a").unwrap())
+                == ["monitor"]
+        );
+        assert!(parse_str(MIN).unwrap().monitor.is_none());
+        for (table, want) in [
+            (
+                "priority = 0",
+                "s.toml: monitor.priority: 0 is not a SCHED_FIFO priority",
+            ),
+            (
+                "interval = \"10us\"",
+                "monitor.interval: 10 us must be between",
+            ),
+            ("latency = false", "monitor.latency: false with trace false"),
+            (
+                "trace_buffer_kb = 1",
+                "monitor.trace_buffer_kb: 1 must be between",
+            ),
+            ("bogus = 1", "unknown field `bogus`"),
+        ] {
+            let e = parse_str(&format!("{MIN}[monitor]\n{table}\n")).unwrap_err();
+            assert!(e.contains(want), "{e}");
+        }
+    }
 }
