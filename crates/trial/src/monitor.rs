@@ -90,8 +90,20 @@ pub struct Monitor {
     spec: MonitorSpec,
     stop: Arc<AtomicBool>,
     threads: Vec<JoinHandle<CpuResult>>,
-    tids: Vec<(usize, u32)>,
+    tids: Vec<MeasuringThread>,
     mlock: String,
+}
+
+/// One measuring thread, as the trace needs to know it.
+#[derive(Debug, Clone, Copy)]
+pub struct MeasuringThread {
+    /// Its CPU.
+    pub cpu: usize,
+    /// Its thread id.
+    pub tid: u32,
+    /// Its first planned wake-up, CLOCK_MONOTONIC ns: every later one is
+    /// on the grid `first + k × interval`.
+    pub first_ns: u64,
 }
 
 impl Monitor {
@@ -117,7 +129,7 @@ impl Monitor {
                 .map_err(|source| MonitorError::Spawn { cpu, source })?;
             me.threads.push(handle);
             match ready_rx.recv() {
-                Ok(Ok(tid)) => me.tids.push((cpu, tid)),
+                Ok(Ok((tid, first_ns))) => me.tids.push(MeasuringThread { cpu, tid, first_ns }),
                 Ok(Err(e)) => return Err(e),
                 Err(_) => {
                     return Err(MonitorError::Setup {
@@ -131,8 +143,8 @@ impl Monitor {
         Ok(me)
     }
 
-    /// The measuring threads: (CPU, thread id).
-    pub fn threads(&self) -> &[(usize, u32)] {
+    /// The measuring threads.
+    pub fn threads(&self) -> &[MeasuringThread] {
         &self.tids
     }
 
@@ -217,7 +229,7 @@ fn measure(
     interval_us: u32,
     threshold_us: u32,
     stop: &AtomicBool,
-    ready: mpsc::Sender<Result<u32, MonitorError>>,
+    ready: mpsc::Sender<Result<(u32, u64), MonitorError>>,
 ) -> CpuResult {
     let mut out = CpuResult {
         cpu,
@@ -230,10 +242,10 @@ fn measure(
         let _ = ready.send(Err(e));
         return out;
     }
-    let _ = ready.send(Ok(out.tid));
-    drop(ready);
     let interval_ns = u64::from(interval_us) * 1000;
     let mut next = mono_now_ns() + interval_ns;
+    let _ = ready.send(Ok((out.tid, next)));
+    drop(ready);
     while !stop.load(Ordering::Relaxed) {
         let ts = timespec_of(next);
         // SAFETY: valid timespec; a null remainder is allowed with TIMER_ABSTIME.

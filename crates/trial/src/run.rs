@@ -31,7 +31,7 @@ use crate::machine::Machine;
 use crate::monitor::{self, Monitor};
 use crate::say::{phase, say};
 use crate::signals::{self, StopReason};
-use crate::trace::{GapTracker, Tracer};
+use crate::trace::{GapTracker, Keep, Tracer};
 use crate::{EXIT_FAILED, EXIT_RAN};
 
 /// How a trial is run here.
@@ -599,10 +599,18 @@ impl Beside {
         if m.latency {
             let cpus = monitor::cpus_to_measure(m, spec.player.cpu.as_ref().map(|c| c.cpus()));
             let mon = Monitor::start(m, &cpus).map_err(failed)?;
-            let slack_ns = (u64::from(m.interval_us) + u64::from(m.threshold_us)) * 1000;
             if let Some(t) = &me.tracer {
-                for &(_, tid) in mon.threads() {
-                    t.watch(tid, slack_ns);
+                for th in mon.threads() {
+                    t.watch(
+                        th.tid,
+                        Keep::Grid {
+                            first: th.first_ns,
+                            interval: u64::from(m.interval_us) * 1000,
+                            // Half the threshold: the trace's µs stamps and
+                            // the switch are a little before the clock read.
+                            min_late: u64::from(m.threshold_us) * 500,
+                        },
+                    );
                 }
             }
             phase(
@@ -626,7 +634,7 @@ impl Beside {
     fn watch_player(&mut self, pid: u32) {
         self.player = Some(pid);
         if let Some(t) = &self.tracer {
-            t.watch(pid, 0);
+            t.watch(pid, Keep::All);
         }
     }
 

@@ -139,6 +139,50 @@ fn parse_ts(s: &str) -> Option<u64> {
     Some(sec * 1_000_000_000 + frac_ns * 10u64.pow((9 - digits) as u32))
 }
 
+/// Which gaps of a watched thread are kept.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Keep {
+    /// Every gap (the playback thread: any may be an underrun's).
+    All,
+    /// A latency monitor's thread, which sleeps to the grid `first + k ×
+    /// interval` and skips wake-ups it missed: a gap is kept when the
+    /// thread ran at least `min_late` after the first grid point after it
+    /// was switched out (its planned wake-up) — every spike's gap, and
+    /// almost nothing else.
+    Grid {
+        /// The first planned wake-up, ns.
+        first: u64,
+        /// The interval, ns.
+        interval: u64,
+        /// Keep a gap that ended at least this late, ns.
+        min_late: u64,
+    },
+}
+
+impl Keep {
+    /// Whether a gap from `off` to `ran` is kept.
+    fn keeps(self, off: u64, ran: u64) -> bool {
+        match self {
+            Keep::All => true,
+            Keep::Grid {
+                first,
+                interval,
+                min_late,
+            } => {
+                // The thread read its clock a few µs before it was switched
+                // out; a grid point in between is still the one it planned.
+                let read = off.saturating_sub(20_000);
+                let planned = if read < first {
+                    first
+                } else {
+                    first + ((read - first) / interval + 1) * interval
+                };
+                ran.saturating_sub(planned) >= min_late
+            }
+        }
+    }
+}
+
 /// A watched thread's state.
 #[derive(Debug, Clone)]
 enum Watch {
@@ -176,7 +220,7 @@ pub struct Gap {
 pub struct GapTracker {
     /// Per CPU: since when its current task runs (0: not seen yet).
     cpus: Vec<u64>,
-    watched: HashMap<u32, (Watch, u64)>,
+    watched: HashMap<u32, (Watch, Keep)>,
     gaps: HashMap<u32, Vec<Gap>>,
     /// pid → (comm, kernel prio), as last seen.
     pub tasks: HashMap<u32, (String, i32)>,
@@ -191,12 +235,9 @@ pub struct GapTracker {
 }
 
 impl GapTracker {
-    /// Watches `tid`; gaps shorter than `min_gap_ns` (from switch-out to
-    /// running again) are not kept.
-    pub fn watch(&mut self, tid: u32, min_gap_ns: u64) {
-        self.watched
-            .entry(tid)
-            .or_insert((Watch::Running, min_gap_ns));
+    /// Watches `tid`, keeping the gaps `keep` says.
+    pub fn watch(&mut self, tid: u32, keep: Keep) {
+        self.watched.entry(tid).or_insert((Watch::Running, keep));
     }
 
     /// Feeds one event.
@@ -299,10 +340,10 @@ impl GapTracker {
 
     /// `tid` runs again at `ts`: its gap ends.
     fn close(&mut self, tid: u32, ts: u64) {
-        let Some((w, min)) = self.watched.get_mut(&tid) else {
+        let Some((w, keep)) = self.watched.get_mut(&tid) else {
             return;
         };
-        let min = *min;
+        let keep = *keep;
         if let Watch::Off {
             off,
             cpu,
@@ -311,7 +352,7 @@ impl GapTracker {
             complete,
         } = std::mem::replace(w, Watch::Running)
         {
-            if ts - off < min {
+            if !keep.keeps(off, ts) {
                 return;
             }
             let runnable = runnable.unwrap_or(ts);
@@ -606,9 +647,9 @@ impl Tracer {
     }
 
     /// Keeps the gaps of thread `tid` (see [`GapTracker::watch`]).
-    pub fn watch(&self, tid: u32, min_gap_ns: u64) {
+    pub fn watch(&self, tid: u32, keep: Keep) {
         if let Ok(mut t) = self.tracker.lock() {
-            t.watch(tid, min_gap_ns);
+            t.watch(tid, keep);
         }
     }
 
@@ -777,7 +818,7 @@ mod tests {
     #[test]
     fn tasks_of_one_name_are_one_culprit() {
         let mut t = GapTracker::default();
-        t.watch(10, 0);
+        t.watch(10, Keep::All);
         t.feed(&sw(0, 1, 0, false, 10));
         t.feed(&sw(0, 2, 10, true, 5));
         t.feed(&sw(0, 4, 5, true, 6));
@@ -794,7 +835,7 @@ mod tests {
     #[test]
     fn a_gap_is_split_into_asleep_and_runnable_and_charged_to_who_ran() {
         let mut t = GapTracker::default();
-        t.watch(10, 0);
+        t.watch(10, Keep::All);
         t.feed(&sw(1, 100, 5, false, 10)); // audio runs
         t.feed(&sw(1, 101, 10, false, 0)); // audio sleeps
         t.feed(&sw(1, 102, 0, false, 66)); // hog starts
@@ -817,7 +858,7 @@ mod tests {
     #[test]
     fn preempted_while_runnable_counts_as_runnable_from_the_switch() {
         let mut t = GapTracker::default();
-        t.watch(10, 0);
+        t.watch(10, Keep::All);
         t.feed(&sw(0, 1, 0, false, 10));
         t.feed(&sw(0, 2, 10, true, 66));
         t.feed(&sw(0, 12, 66, false, 10));
@@ -829,11 +870,29 @@ mod tests {
     #[test]
     fn lost_events_mark_open_gaps_incomplete() {
         let mut t = GapTracker::default();
-        t.watch(10, 0);
+        t.watch(10, Keep::All);
         t.feed(&sw(0, 1, 10, true, 66));
         t.feed(&Event::Lost(3));
         t.feed(&sw(0, 5, 66, false, 10));
         assert!(!t.account(10, 0, 10_000_000).unwrap().complete);
         assert_eq!(t.lost, 3);
+    }
+
+    #[test]
+    fn a_monitor_thread_keeps_only_its_late_wakeups() {
+        let ms = 1_000_000;
+        let keep = Keep::Grid {
+            first: 10 * ms,
+            interval: ms,
+            min_late: ms / 2,
+        };
+        // Switched out at 12.1 ms (planned 13 ms): ran at 13.01 — on time.
+        assert!(!keep.keeps(12 * ms + ms / 10, 13 * ms + ms / 100));
+        // … ran at 14.2: 1.2 ms late, although the gap is only 2.1 ms.
+        assert!(keep.keeps(12 * ms + ms / 10, 14 * ms + ms / 5));
+        // A previous wake-up 0.3 ms late leaves a short gap; still kept.
+        assert!(keep.keeps(12 * ms + 3 * ms / 10, 13 * ms + 6 * ms / 10));
+        // Before the first planned wake-up.
+        assert!(!keep.keeps(9 * ms, 10 * ms + 1000));
     }
 }
