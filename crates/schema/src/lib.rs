@@ -12,6 +12,7 @@
 
 pub mod doc;
 pub mod hackbench;
+pub mod metrics;
 pub mod player;
 pub mod probe;
 pub mod trial;
