@@ -8,12 +8,14 @@
 //! (and every program `crates/soundserver` can start) is installed by the
 //! command that starts it.
 
+use std::path::PathBuf;
 use std::process::{Command, ExitCode, Stdio};
 
 use xrunbench_soundserver::{
     programs, JackServer, PipeWireServer, Program, PulseServer, TestBoard,
 };
 
+use crate::board::arch::Arch;
 use crate::util::{is_root, run_checked};
 
 /// A Debian (12) package, and why we need it.
@@ -163,6 +165,75 @@ pub const GIT: Group = Group {
     packages: &[pkg("git", "the bisect test runs `git bisect run`")],
 };
 
+/// Cross-linking the board binaries for aarch64: rustc links with the C
+/// cross compiler, against its C runtime.
+pub const CROSS_AARCH64: Group = Group {
+    name: "aarch64 cross toolchain",
+    packages: &[
+        pkg(
+            "gcc-aarch64-linux-gnu",
+            "aarch64-linux-gnu-gcc links aarch64-unknown-linux-gnu",
+        ),
+        pkg(
+            "libc6-dev-arm64-cross",
+            "the aarch64 C runtime and glibc it links against",
+        ),
+    ],
+};
+
+/// Cross-linking the board binaries for armv7 (32-bit, hard float).
+pub const CROSS_ARMV7: Group = Group {
+    name: "armv7 cross toolchain",
+    packages: &[
+        pkg(
+            "gcc-arm-linux-gnueabihf",
+            "arm-linux-gnueabihf-gcc links armv7-unknown-linux-gnueabihf",
+        ),
+        pkg(
+            "libc6-dev-armhf-cross",
+            "the armv7 C runtime and glibc it links against",
+        ),
+    ],
+};
+
+/// The board's own libraries, fetched into a private sysroot through a
+/// private apt state (the machine's apt configuration is not changed).
+pub const BOARD_SYSROOT: Group = Group {
+    name: "board sysroot",
+    packages: &[
+        pkg(
+            "apt",
+            "apt-get download, apt-cache (private state), apt-config (the machine's proxy)",
+        ),
+        pkg(
+            "dpkg",
+            "dpkg -x unpacks the board's packages into the sysroot",
+        ),
+    ],
+};
+
+/// Running board binaries on this machine, for function (never timing).
+pub const QEMU_USER: Group = Group {
+    name: "qemu-user",
+    packages: &[pkg(
+        "qemu-user",
+        "qemu-aarch64 and qemu-arm run the board binaries and their unit tests",
+    )],
+};
+
+/// `board build --glibc`: cargo-zigbuild and zig, from pip, in a private
+/// Python environment.
+pub const ZIGBUILD: Group = Group {
+    name: "older-glibc build",
+    packages: &[
+        pkg("python3-minimal", "python3 makes the private environment"),
+        pkg(
+            "python3-venv",
+            "python3 -m venv with pip, for pip's ziglang and cargo-zigbuild",
+        ),
+    ],
+};
+
 /// Programs started outside `crates/soundserver`, with their packages.
 pub mod started {
     use xrunbench_soundserver::Program;
@@ -187,6 +258,46 @@ pub mod started {
         name: "git",
         package: "git",
     };
+    /// Unpacks the board's packages into the sysroot.
+    pub const DPKG: Program = Program {
+        name: "dpkg",
+        package: "dpkg",
+    };
+    /// Reads the machine's apt proxy settings.
+    pub const APT_CONFIG: Program = Program {
+        name: "apt-config",
+        package: "apt",
+    };
+    /// Tells a real package from a virtual one in the private apt state.
+    pub const APT_CACHE: Program = Program {
+        name: "apt-cache",
+        package: "apt",
+    };
+    /// The linker rustc runs for aarch64.
+    pub const AARCH64_GCC: Program = Program {
+        name: "aarch64-linux-gnu-gcc",
+        package: "gcc-aarch64-linux-gnu",
+    };
+    /// The linker rustc runs for armv7.
+    pub const ARMV7_GCC: Program = Program {
+        name: "arm-linux-gnueabihf-gcc",
+        package: "gcc-arm-linux-gnueabihf",
+    };
+    /// Makes the private Python environment for `board build --glibc`.
+    pub const PYTHON3: Program = Program {
+        name: "python3",
+        package: "python3-minimal",
+    };
+    /// Runs aarch64 board binaries.
+    pub const QEMU_AARCH64: Program = Program {
+        name: "qemu-aarch64",
+        package: "qemu-user",
+    };
+    /// Runs armv7 board binaries.
+    pub const QEMU_ARM: Program = Program {
+        name: "qemu-arm",
+        package: "qemu-user",
+    };
 }
 
 /// What one command installs before it starts, and what it starts.
@@ -207,15 +318,21 @@ pub struct Needs {
 
 impl Needs {
     /// Its packages, each once, in group order.
+    #[cfg_attr(not(test), allow(dead_code))]
     pub fn packages(&self) -> Vec<&'static Package> {
-        let mut out: Vec<&'static Package> = Vec::new();
-        for p in self.groups.iter().flat_map(|g| g.packages) {
-            if !out.iter().any(|q| q.name == p.name) {
-                out.push(p);
-            }
-        }
-        out
+        packages_of(self.groups)
     }
+}
+
+/// The packages of `groups`, each once, in group order.
+fn packages_of(groups: &[&'static Group]) -> Vec<&'static Package> {
+    let mut out: Vec<&'static Package> = Vec::new();
+    for p in groups.iter().flat_map(|g| g.packages) {
+        if !out.iter().any(|q| q.name == p.name) {
+            out.push(p);
+        }
+    }
+    out
 }
 
 /// `cargo xtask run` and `bisect`: build the player and hackbench, then run
@@ -277,6 +394,57 @@ pub const BENCH_HACKBENCH: Needs = Needs {
     starts: &[&[started::HACKBENCH]],
 };
 
+/// `cargo xtask board build` with every option, on an x86_64 machine (the
+/// board architectures cross-built): the groups [`for_board_build`]
+/// chooses from. Read by the unit tests, which tie it to the programs
+/// the board build starts and to what [`for_board_build`] returns.
+#[cfg_attr(not(test), allow(dead_code))]
+pub const BOARD_BUILD: Needs = Needs {
+    command: "board build",
+    groups: &[
+        &BUILD,
+        &BOARD_SYSROOT,
+        &CROSS_AARCH64,
+        &CROSS_ARMV7,
+        &ZIGBUILD,
+    ],
+    starts: &[&[
+        started::DPKG,
+        started::APT_CONFIG,
+        started::APT_CACHE,
+        started::AARCH64_GCC,
+        started::ARMV7_GCC,
+        started::PYTHON3,
+    ]],
+};
+
+/// The cross toolchain for `arch`; `None` for x86_64, which is built
+/// natively only (Debian has no x86_64 cross compiler for amd64).
+pub fn cross_toolchain(arch: Arch) -> Option<&'static Group> {
+    match arch {
+        Arch::Aarch64 => Some(&CROSS_AARCH64),
+        Arch::Armv7 => Some(&CROSS_ARMV7),
+        Arch::X86_64 => None,
+    }
+}
+
+/// What `board build` installs for these architectures: pkg-config (and
+/// the host's libasound for a native build), and for each cross-built
+/// one its toolchain and the sysroot tools; zig's environment with
+/// `--glibc`.
+pub fn for_board_build(arches: &[Arch], older_glibc: bool) -> Vec<&'static Group> {
+    let mut groups: Vec<&'static Group> = vec![&BUILD];
+    let cross: Vec<Arch> = arches.iter().copied().filter(|a| a.is_cross()).collect();
+    if !cross.is_empty() {
+        groups.push(&BOARD_SYSROOT);
+    }
+    groups.extend(cross.into_iter().filter_map(cross_toolchain));
+    if older_glibc {
+        groups.push(&ZIGBUILD);
+    }
+    groups
+}
+
 /// `cargo xtask lint`: clippy builds the build scripts of every feature
 /// set, the cpal hosts' included.
 pub const LINT: Needs = Needs {
@@ -301,6 +469,11 @@ pub const TEST: Needs = Needs {
         &GIT,
         &SSH_CLIENT,
         &SSH_SERVER,
+        &BOARD_SYSROOT,
+        &CROSS_AARCH64,
+        &CROSS_ARMV7,
+        &QEMU_USER,
+        &ZIGBUILD,
     ],
     starts: &[
         JackServer::PROGRAMS,
@@ -315,6 +488,18 @@ pub const TEST: Needs = Needs {
             programs::TASKSET,
             programs::CHRT,
             programs::SH,
+        ],
+        // The board stage: both board architectures built, the older-glibc
+        // build for aarch64, all run under qemu.
+        &[
+            started::DPKG,
+            started::APT_CONFIG,
+            started::APT_CACHE,
+            started::AARCH64_GCC,
+            started::ARMV7_GCC,
+            started::PYTHON3,
+            started::QEMU_AARCH64,
+            started::QEMU_ARM,
         ],
     ],
 };
@@ -398,13 +583,18 @@ fn is_installed(package: &str) -> bool {
 /// Installs what `needs` lacks (apt-get, as root), or fails with the exact
 /// command a non-root user must run.
 pub fn ensure(needs: &Needs) -> Result<(), DepsError> {
-    let missing: Vec<&'static str> = needs
-        .packages()
+    ensure_groups(needs.groups)
+}
+
+/// Installs what `groups` lack (apt-get, as root), or fails with the exact
+/// command a non-root user must run.
+pub fn ensure_groups(groups: &[&'static Group]) -> Result<(), DepsError> {
+    let missing: Vec<&'static str> = packages_of(groups)
         .into_iter()
         .filter(|p| !is_installed(p.name))
         .map(|p| p.name)
         .collect();
-    let what = format!("Debian packages ({})", groups_of(needs, &missing));
+    let what = format!("Debian packages ({})", groups_of(groups, &missing));
     match decide(missing, is_root()) {
         Action::Nothing => Ok(()),
         Action::Advise(advice) => Err(DepsError::Missing { what, advice }),
@@ -415,10 +605,9 @@ pub fn ensure(needs: &Needs) -> Result<(), DepsError> {
     }
 }
 
-/// The names of `needs`' groups that hold any of `packages`.
-fn groups_of(needs: &Needs, packages: &[&str]) -> String {
-    let names: Vec<&str> = needs
-        .groups
+/// The names of the groups that hold any of `packages`.
+fn groups_of(groups: &[&Group], packages: &[&str]) -> String {
+    let names: Vec<&str> = groups
         .iter()
         .filter(|g| g.packages.iter().any(|p| packages.contains(&p.name)))
         .map(|g| g.name)
@@ -483,6 +672,50 @@ pub fn ensure_rust_components() -> Result<(), DepsError> {
     })
 }
 
+/// Makes sure the standard library of each Rust target is installed
+/// (`rustup target add`, no root needed); without rustup, the user is told
+/// what to do.
+pub fn ensure_rust_targets(targets: &[&str]) -> Result<(), DepsError> {
+    // The rustc cargo uses, run in the workspace so that a rustup
+    // toolchain file applies.
+    let sysroot = Command::new(std::env::var_os("RUSTC").unwrap_or_else(|| "rustc".into()))
+        .args(["--print", "sysroot"])
+        .current_dir(crate::util::workspace_root())
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map(|o| PathBuf::from(String::from_utf8_lossy(&o.stdout).trim()));
+    let missing: Vec<&str> = targets
+        .iter()
+        .copied()
+        .filter(
+            |t| !matches!(&sysroot, Some(s) if s.join("lib/rustlib").join(t).join("lib").is_dir()),
+        )
+        .collect();
+    if missing.is_empty() {
+        return Ok(());
+    }
+    let what = format!("Rust targets ({})", missing.join(" "));
+    let advice = format!("rustup target add {}", missing.join(" "));
+    let has_rustup = Command::new("rustup")
+        .arg("--version")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if !has_rustup {
+        return Err(DepsError::Missing { what, advice });
+    }
+    eprintln!("xtask: {advice}");
+    run_checked(
+        Command::new("rustup")
+            .args(["target", "add"])
+            .args(&missing)
+            .current_dir(crate::util::workspace_root()),
+    )
+    .map_err(|source| DepsError::Install { what, source })
+}
+
 #[cfg(test)]
 mod tests {
     use std::path::{Path, PathBuf};
@@ -502,6 +735,11 @@ mod tests {
         &GIT,
         &SSH_CLIENT,
         &SSH_SERVER,
+        &CROSS_AARCH64,
+        &CROSS_ARMV7,
+        &BOARD_SYSROOT,
+        &QEMU_USER,
+        &ZIGBUILD,
     ];
 
     const ALL_NEEDS: &[&Needs] = &[
@@ -513,6 +751,7 @@ mod tests {
         &BENCH_HACKBENCH,
         &LINT,
         &TEST,
+        &BOARD_BUILD,
     ];
 
     fn names(needs: &Needs) -> Vec<&'static str> {
@@ -575,6 +814,37 @@ mod tests {
         }
         assert!(!names(&BENCH_PLAYER).contains(&"libjack-jackd2-dev"));
         assert!(!names(&BENCH_HACKBENCH).contains(&"libasound2-dev"));
+    }
+
+    /// Whatever architectures and options `board build` is given, it
+    /// installs only from its own list; the suite's board stage (both board
+    /// architectures, and the older-glibc build) has all it needs.
+    #[test]
+    fn board_build_lists_cover_every_choice() {
+        let choices: [&[Arch]; 4] = [
+            &[Arch::Aarch64],
+            &[Arch::Armv7],
+            &[Arch::X86_64],
+            &Arch::ALL,
+        ];
+        for arches in choices {
+            for zig in [false, true] {
+                for g in for_board_build(arches, zig) {
+                    assert!(
+                        BOARD_BUILD.groups.iter().any(|b| b.name == g.name),
+                        "{arches:?} (glibc: {zig}): {} is not in board build's list",
+                        g.name
+                    );
+                }
+            }
+        }
+        let test = names(&TEST);
+        for g in for_board_build(&[Arch::Aarch64, Arch::Armv7], true) {
+            for p in g.packages {
+                assert!(test.contains(&p.name), "the board stage lacks {}", p.name);
+            }
+        }
+        assert!(test.contains(&"qemu-user"));
     }
 
     #[test]
@@ -730,7 +1000,7 @@ mod tests {
     /// Programs the harness itself uses, needed before any install list can
     /// be: cargo (it runs us), Debian's package tools, git (the repository
     /// came with it; the fingerprint records the commit when it is there).
-    const HARNESS: &[&str] = &["cargo", "apt-get", "dpkg-query", "rustup", "git"];
+    const HARNESS: &[&str] = &["cargo", "rustc", "apt-get", "dpkg-query", "rustup", "git"];
 
     /// Program names spawned by a literal in `source`: `Command::new("x")`,
     /// the soundserver's `pinned("x", …)`, and absolute `"/usr/bin/x"`.
@@ -768,6 +1038,12 @@ mod tests {
             vec![&BENCH_PLAYER]
         } else if rel.starts_with("xtask/src/bench/hackbench") {
             vec![&BENCH_HACKBENCH]
+        } else if rel == "xtask/src/board/qemu.rs" {
+            // The emulator runs only in the suite's board stage.
+            vec![&TEST]
+        } else if rel.starts_with("xtask/src/board/") && rel != "xtask/src/board/check.rs" {
+            // `board build`, which the suite's board stage runs too.
+            vec![&BOARD_BUILD, &TEST]
         } else if rel.starts_with("xtask/src/target/ssh") {
             vec![&RUN_SSH, &RUN_SSH_PREBUILT]
         } else if rel.starts_with("xtask/src/run/")
@@ -886,7 +1162,7 @@ mod tests {
             panic!("a user is advised")
         };
         let e = DepsError::Missing {
-            what: format!("Debian packages ({})", groups_of(&needs, &missing)),
+            what: format!("Debian packages ({})", groups_of(needs.groups, &missing)),
             advice,
         };
         assert_eq!(

@@ -40,8 +40,9 @@ enum Verb {
     /// Restore knobs a killed trial left changed (`xrun-trial restore`),
     /// here or on a board (--target).
     Restore(run::RestoreArgs),
-    /// Boards: `board check` (what a board offers against what a scenario
-    /// needs).
+    /// Boards: `board build` (the board binaries, cross-built for aarch64
+    /// and armv7), `board check` (what a board offers against what a
+    /// scenario needs), `board test` (the suite's board stage).
     Board(board::BoardArgs),
     /// Compare run directories: mmtests-style table with significance.
     Compare(compare::CompareArgs),

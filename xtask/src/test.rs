@@ -7,8 +7,9 @@
 
 use std::process::ExitCode;
 
-use anyhow::{bail, Result};
+use anyhow::{bail, Context, Result};
 
+use crate::board::{self, arch::Arch, build::Request, elf::GlibcVersion, qemu};
 use crate::deps;
 use crate::util::{cargo, run_checked};
 
@@ -96,19 +97,137 @@ pub fn lint(_args: &LintArgs) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// Installs what the suite needs, lints, then runs the suite.
+/// The board architectures the suite builds and runs under qemu: those
+/// cross-built here (both, on an x86_64 machine).
+pub fn board_arches() -> Vec<Arch> {
+    [Arch::Aarch64, Arch::Armv7]
+        .into_iter()
+        .filter(|a| a.is_cross())
+        .collect()
+}
+
+/// Installs what the suite needs, lints, then runs the suite and the
+/// board stage. A failing stage does not hide the others' results.
 pub fn run(args: &TestArgs) -> Result<ExitCode> {
-    if let Err(e) = deps::ensure(&deps::TEST).and_then(|()| deps::ensure_rust_components()) {
+    let targets: Vec<&str> = board_arches().iter().map(|a| a.rust_target()).collect();
+    if let Err(e) = deps::ensure(&deps::TEST)
+        .and_then(|()| deps::ensure_rust_components())
+        .and_then(|()| deps::ensure_rust_targets(&targets))
+    {
         return Ok(e.report());
     }
     lint_steps()?;
+    let mut failed = Vec::new();
     let mut cmd = cargo_test();
     cmd.arg("--all-targets");
     if !args.rest.is_empty() {
         cmd.arg("--").args(&args.rest);
     }
-    run_checked(&mut cmd)?;
+    if let Err(e) = run_checked(&mut cmd) {
+        eprintln!("xtask test: {e:#}");
+        failed.push("the workspace's tests".to_string());
+    }
     // Doc tests are not part of --all-targets.
-    run_checked(cargo_test().arg("--doc"))?;
+    if let Err(e) = run_checked(cargo_test().arg("--doc")) {
+        eprintln!("xtask test: {e:#}");
+        failed.push("doc tests".to_string());
+    }
+    failed.extend(board_stage(&board_arches())?);
+    if !failed.is_empty() {
+        bail!("failed: {}", failed.join("; "));
+    }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Prints one board check's outcome in the closing-line style of a test
+/// runner and returns its name when it failed.
+fn outcome(name: &str, result: Result<()>) -> Option<String> {
+    match result {
+        Ok(()) => {
+            eprintln!("board: {name} ... ok");
+            None
+        }
+        Err(e) => {
+            eprintln!("board: {name} ... FAILED: {e:#}");
+            Some(name.to_string())
+        }
+    }
+}
+
+/// The board stage: the board binaries cross-built for both board
+/// architectures (so a 32-bit break fails here the day it is written),
+/// their sizes reported against their budgets, run under qemu-user; the board crates' unit
+/// tests under qemu; and the older-glibc build (zig), which must need no
+/// glibc newer than it was asked for. Returns the names of failed checks.
+pub fn board_stage(arches: &[Arch]) -> Result<Vec<String>> {
+    let scratch = board::build::board_dir().join(format!("test.{}", std::process::id()));
+    let mut failed = Vec::new();
+    // One architecture at a time, so that one that does not compile (a
+    // 32-bit break) does not hide the other's results. Host build scripts
+    // are built once and shared.
+    for &arch in arches {
+        let request = Request {
+            arches: vec![arch],
+            out: None,
+            glibc: None,
+        };
+        let built = match board::build::build(&request) {
+            Ok(b) => b,
+            Err(e) => {
+                // Nothing else can run for it without its binaries.
+                failed.extend(outcome(&format!("{arch} build"), Err(e)));
+                continue;
+            }
+        };
+        eprint!("{}", board::build::report(&built));
+        for b in &built {
+            // Budgets are targets the table reports (with `!`), not
+            // pass/fail: a size is a measurement, and a binary over its
+            // budget still works.
+            for bin in b.binaries.iter().filter(|x| !x.within_budget()) {
+                eprintln!(
+                    "board: {} {} is over its size budget: {} bytes stripped, budget {}",
+                    b.arch, bin.spec.name, bin.size, bin.spec.budget
+                );
+            }
+            for (name, result) in qemu::smoke(b, &scratch)? {
+                failed.extend(outcome(&name, result));
+            }
+        }
+        failed.extend(outcome(
+            &format!("{arch} board crates' unit tests under qemu"),
+            qemu::unit_tests(&built, &scratch),
+        ));
+    }
+    failed.extend(older_glibc_check(arches, &scratch));
+    let _ = std::fs::remove_dir_all(&scratch);
+    Ok(failed)
+}
+
+/// `board build --glibc 2.28` for aarch64: its binaries need no newer
+/// glibc, and still run.
+fn older_glibc_check(arches: &[Arch], scratch: &std::path::Path) -> Vec<String> {
+    let Some(arch) = arches.first().copied() else {
+        return vec![];
+    };
+    let glibc: GlibcVersion = "2.28".parse().expect("a version");
+    let request = Request {
+        arches: vec![arch],
+        out: None,
+        glibc: Some(glibc),
+    };
+    let name = format!("{arch} built against glibc {glibc}");
+    let result = board::build::build(&request).and_then(|built| {
+        for bin in built.iter().flat_map(|b| &b.binaries) {
+            let needs = bin.glibc.context("no glibc version needed at all")?;
+            anyhow::ensure!(needs <= glibc, "{} needs glibc {needs}", bin.spec.name);
+        }
+        for b in &built {
+            for (check, result) in qemu::smoke(b, scratch)? {
+                result.with_context(|| check)?;
+            }
+        }
+        Ok(())
+    });
+    outcome(&name, result).into_iter().collect()
 }

@@ -98,21 +98,82 @@ fn last_os_error() -> String {
 /// Applies `prio` to the calling thread with system calls only (no
 /// allocation: safe in a real-time callback). Returns 0 or the errno.
 pub fn set_priority_raw(prio: Priority) -> i32 {
+    set_thread_priority_raw(0, prio)
+}
+
+/// Applies `prio` to thread `tid` of this process (0: the calling thread)
+/// with system calls only. Returns 0 or the errno.
+pub fn set_thread_priority_raw(tid: libc::pid_t, prio: Priority) -> i32 {
     let (policy, rt) = match prio {
         Priority::Fifo(n) => (libc::SCHED_FIFO, n),
         Priority::Rr(n) => (libc::SCHED_RR, n),
         Priority::Other(_) => (libc::SCHED_OTHER, 0),
     };
     let param = libc::sched_param { sched_priority: rt };
-    // SAFETY: pid 0 is the calling thread; param is valid.
-    if unsafe { libc::sched_setscheduler(0, policy, &param) } != 0 {
+    // SAFETY: plain syscall on a thread id (0: the caller); param is valid.
+    if unsafe { libc::sched_setscheduler(tid, policy, &param) } != 0 {
         return errno();
     }
     if let Priority::Other(Some(nice)) = prio {
-        // SAFETY: plain syscall; on Linux PRIO_PROCESS with 0 is this thread.
-        if unsafe { libc::setpriority(libc::PRIO_PROCESS, 0, nice) } != 0 {
+        // SAFETY: plain syscall; on Linux PRIO_PROCESS with a thread id is
+        // that thread (0: the caller).
+        if unsafe { libc::setpriority(libc::PRIO_PROCESS, tid as libc::id_t, nice) } != 0 {
             return errno();
         }
+    }
+    0
+}
+
+/// Whether thread `tid` runs under a real-time policy (SCHED_FIFO or
+/// SCHED_RR); `None` when it cannot be read (the thread has gone).
+pub fn is_real_time(tid: libc::pid_t) -> Option<bool> {
+    // SAFETY: plain syscall on a thread id.
+    match unsafe { libc::sched_getscheduler(tid) } {
+        p if p < 0 => None,
+        p => {
+            let p = p & !libc::SCHED_RESET_ON_FORK;
+            Some(p == libc::SCHED_FIFO || p == libc::SCHED_RR)
+        }
+    }
+}
+
+/// The ids of this process's threads, as `/proc/self/task` lists them.
+pub fn thread_ids() -> Vec<libc::pid_t> {
+    let Ok(dir) = std::fs::read_dir("/proc/self/task") else {
+        return Vec::new();
+    };
+    dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
+        .collect()
+}
+
+/// The calling thread's policy and priority, as [`current_scheduling`]
+/// saves them for [`restore_scheduling`].
+#[derive(Clone, Copy)]
+pub struct Scheduling {
+    policy: i32,
+    param: libc::sched_param,
+}
+
+/// Saves the calling thread's policy and priority (`None`: unreadable).
+pub fn current_scheduling() -> Option<Scheduling> {
+    // SAFETY: plain syscalls on the calling thread; param is written by the
+    // kernel.
+    unsafe {
+        let policy = libc::sched_getscheduler(0);
+        let mut param: libc::sched_param = std::mem::zeroed();
+        if policy < 0 || libc::sched_getparam(0, &mut param) != 0 {
+            return None;
+        }
+        Some(Scheduling { policy, param })
+    }
+}
+
+/// Puts back what [`current_scheduling`] saved (the nice value was never
+/// changed). Returns 0 or the errno.
+pub fn restore_scheduling(saved: &Scheduling) -> i32 {
+    // SAFETY: plain syscall on the calling thread; param is valid.
+    if unsafe { libc::sched_setscheduler(0, saved.policy, &saved.param) } != 0 {
+        return errno();
     }
     0
 }
@@ -150,8 +211,14 @@ pub fn cpu_set(cpus: &CpuList) -> libc::cpu_set_t {
 
 /// Pins the calling thread to `set` (system call only). Returns 0 or the errno.
 pub fn set_affinity_raw(set: &libc::cpu_set_t) -> i32 {
+    set_thread_affinity_raw(0, set)
+}
+
+/// Pins thread `tid` of this process (0: the calling thread) to `set`
+/// (system call only). Returns 0 or the errno.
+pub fn set_thread_affinity_raw(tid: libc::pid_t, set: &libc::cpu_set_t) -> i32 {
     // SAFETY: set is a valid cpu_set_t of the size given.
-    let r = unsafe { libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), set) };
+    let r = unsafe { libc::sched_setaffinity(tid, std::mem::size_of::<libc::cpu_set_t>(), set) };
     if r != 0 {
         errno()
     } else {

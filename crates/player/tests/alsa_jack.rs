@@ -1,7 +1,9 @@
 //! The `alsa` sink on a real, clocked PCM: a JACK server on its dummy
 //! backend, reached through alsa-lib's `plug:jack`. The server runs on
 //! CPU 0 and the player's writer thread on CPU 1, so a stall of the writer
-//! never stalls the device.
+//! never stalls the device; JACK's threads, the `jack` plugin's inside the
+//! player included, run real-time above every writer under test. They pass
+//! 20 runs in a row beside `xrun-hackbench -g 4`.
 
 mod common;
 
@@ -15,6 +17,9 @@ use xrunbench_soundserver::{JackConfig, JackServer, JACK_PCM};
 fn server() -> JackServer {
     JackServer::start(&JackConfig {
         cpus: Some("0".into()),
+        // Plugin threads at 85: above the writers (FIFO 10 and 80 here),
+        // below the hog (FIFO 90 on the writer's CPU).
+        priority: Some(90),
         ..JackConfig::default()
     })
     .expect("start a JACK dummy server (cargo xtask test installs jackd2)")
@@ -109,6 +114,54 @@ fn writer_stalls_of_100_300_500_ms_give_one_underrun_each_within_3ms() {
     );
 }
 
+/// Waits until the tool under test (process `pid`) plays: its JACK ports
+/// are connected to the server's playback ports and, with `on_cpu`, its
+/// main thread runs pinned there (the player applies `--cpu` after opening
+/// the device); then lets the first periods pass. A hog before that stalls
+/// nothing: beside `xrun-hackbench -g 4` getting there took longer than
+/// the fixed second these tests used to wait, and the player reported no
+/// underrun.
+fn wait_until_playing(server: &JackServer, pid: u32, on_cpu: Option<&str>) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let pinned = on_cpu.map_or(true, |cpu| main_thread_cpus(pid).as_deref() == Some(cpu));
+        if pinned && playback_connected(server) {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "process {pid} did not start playing within 30 s"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::thread::sleep(Duration::from_millis(300));
+}
+
+/// Whether any port is connected in the server's graph (`jack_lsp -c`
+/// indents a port's connections under it): only the server's own ports
+/// and the tool's exist.
+fn playback_connected(server: &JackServer) -> bool {
+    Command::new("jack_lsp")
+        .arg("-c")
+        .envs(server.env())
+        .output()
+        .map(|o| {
+            String::from_utf8_lossy(&o.stdout)
+                .lines()
+                .any(|l| l.starts_with(char::is_whitespace))
+        })
+        .unwrap_or(false)
+}
+
+/// The CPUs process `pid`'s main thread may run on, as `/proc` lists them.
+fn main_thread_cpus(pid: u32) -> Option<String> {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()?
+        .lines()
+        .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
+        .map(|v| v.trim().to_string())
+}
+
 /// A SCHED_FIFO busy loop pinned to `cpu` for `secs`, stopped on time by a
 /// `timeout` one priority above it (at the same priority it could not run
 /// until RT throttling let it). Returns how long the hog really ran.
@@ -169,7 +222,7 @@ fn a_real_scheduling_stall_is_one_underrun_of_the_right_length() {
         .arg(&wav.0)
         .spawn()
         .unwrap();
-    std::thread::sleep(Duration::from_millis(1000));
+    wait_until_playing(&server, child.id(), Some("1"));
     let hog = hog_cpu("1", "0.3");
     let out = child.wait_with_output().unwrap();
     assert!(out.status.success());
@@ -242,14 +295,15 @@ fn aplay_and_xrun_player_see_the_same_stall() {
             .stdout(std::process::Stdio::null())
             .spawn()
             .unwrap();
-        std::thread::sleep(Duration::from_millis(500));
         if tool == "aplay" {
+            wait_until_playing(&server, child.id(), None);
             // Pin aplay's writer (main) thread only, as --cpu does for ours:
             // `taskset -c 1 aplay` would freeze the jack plugin's client
             // thread with it, and a frozen plugin reports no underrun.
             pin_thread(child.id(), "1");
+        } else {
+            wait_until_playing(&server, child.id(), Some("1"));
         }
-        std::thread::sleep(Duration::from_millis(500));
         let hog = hog_cpu("1", "0.3");
         let out = child.wait_with_output().unwrap();
         let stderr = String::from_utf8_lossy(&out.stderr).into_owned();

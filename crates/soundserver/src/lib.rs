@@ -46,6 +46,18 @@ pub enum Error {
         /// Why.
         source: io::Error,
     },
+    /// The server's threads could not be made real-time.
+    #[error("{program}: cannot run its thread {tid} at SCHED_FIFO {priority}: {source}")]
+    Scheduling {
+        /// The program.
+        program: &'static str,
+        /// The thread.
+        tid: i32,
+        /// The priority asked for.
+        priority: u8,
+        /// Why.
+        source: io::Error,
+    },
     /// The server did not become ready in time.
     #[error("{program} `{name}` not ready after {waited:?}; its log: {log}")]
     NotReady {
@@ -194,6 +206,14 @@ pub struct JackConfig {
     pub period: u32,
     /// CPUs the server is pinned to (`None`: no pinning).
     pub cpus: Option<String>,
+    /// Real-time priority of the server (`jackd -P`; `None`: jackd's own
+    /// default, 10). libjack runs every client's process thread 5 below
+    /// it, and that includes the thread of the ALSA `jack` plugin inside a
+    /// player: a player writing at a higher priority on that thread's CPU
+    /// can starve it (traced: `aplay` at FIFO 10 polling in a loop after an
+    /// underrun, its recreated plugin thread at FIFO 5 pinned to the same
+    /// CPU, for minutes).
+    pub priority: Option<u8>,
 }
 
 impl Default for JackConfig {
@@ -202,6 +222,7 @@ impl Default for JackConfig {
             rate: 48_000,
             period: 256,
             cpus: None,
+            priority: None,
         }
     }
 }
@@ -256,7 +277,12 @@ impl JackServer {
             }
             None => Command::new("jackd"),
         };
-        cmd.args(["-n", &name, "-d", "dummy", "-r"])
+        cmd.args(["-n", &name]);
+        if let Some(p) = config.priority {
+            // Server options come before the driver's (`-d dummy …`).
+            cmd.args(["-R", "-P", &p.to_string()]);
+        }
+        cmd.args(["-d", "dummy", "-r"])
             .arg(config.rate.to_string())
             .arg("-p")
             .arg(config.period.to_string())
@@ -405,9 +431,19 @@ pub struct PulseConfig {
     pub rate: u32,
     /// CPUs the server (and its keepalive client) are pinned to.
     pub cpus: Option<String>,
-    /// SCHED_FIFO priority for the server (`chrt -f`), so that background
-    /// load cannot starve it into underruns that are not the player's; JACK
-    /// runs its process thread real-time by itself.
+    /// SCHED_FIFO priority for the server and its keepalive client, so that
+    /// background load cannot starve it into underruns that are not the
+    /// player's; JACK runs its process thread real-time by itself.
+    ///
+    /// `chrt -f` alone does not reach the server: PulseAudio resets its main
+    /// thread to SCHED_OTHER at start-up (`pa_reset_priority`, then nice
+    /// −11), and that thread runs the native protocol, every request for
+    /// audio and every byte a client sends. Traced with `xrun-hackbench -g 4`
+    /// beside, it waited up to 61 ms for a CPU and a client with 20 ms
+    /// queued ran dry ("Implicit underrun" in the server's log). So once
+    /// the server answers, its threads that are still SCHED_OTHER get this
+    /// priority; the sink's I/O thread keeps the real-time priority
+    /// PulseAudio gives it.
     pub fifo: Option<u8>,
     /// Warm-up after the keepalive stream starts: an idle null sink renders
     /// up to 2 s ahead, and stalls in that time are absorbed (CI notes).
@@ -504,6 +540,9 @@ impl PulseServer {
         .stderr(log_err);
         server.server = Some(cmd.spawn().map_err(spawn_err)?);
         server.wait_ready(Duration::from_secs(5))?;
+        if let (Some(priority), Some(pid)) = (config.fifo, server.pid()) {
+            make_threads_fifo("pulseaudio", pid, priority)?;
+        }
         let keepalive = pinned("pacat", &config.cpus, config.fifo)
             .args([
                 "-p",
@@ -573,6 +612,51 @@ impl PulseServer {
     pub fn configure<'c>(&self, cmd: &'c mut Command) -> &'c mut Command {
         cmd.envs(self.env())
     }
+}
+
+/// Gives every thread of process `pid` that runs under SCHED_OTHER the
+/// SCHED_FIFO `priority`; threads already real-time keep theirs.
+fn make_threads_fifo(program: &'static str, pid: u32, priority: u8) -> Result<(), Error> {
+    let tasks = std::fs::read_dir(format!("/proc/{pid}/task"))
+        .map_err(|source| Error::Spawn { program, source })?;
+    for tid in tasks.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok()) {
+        // SAFETY: plain syscalls on a thread id; param is valid.
+        let failed = unsafe {
+            if libc::sched_getscheduler(tid) & !libc::SCHED_RESET_ON_FORK != libc::SCHED_OTHER {
+                continue;
+            }
+            let param = libc::sched_param {
+                sched_priority: i32::from(priority),
+            };
+            libc::sched_setscheduler(tid, libc::SCHED_FIFO, &param) != 0
+        };
+        if failed {
+            return Err(Error::Scheduling {
+                program,
+                tid,
+                priority,
+                source: io::Error::last_os_error(),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// The processes of process group `pgid`, with their command names.
+fn group_members(pgid: u32) -> Vec<(u32, String)> {
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    dir.filter_map(|e| {
+        let pid: u32 = e.ok()?.file_name().to_str()?.parse().ok()?;
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+        // pid (comm) state ppid pgrp …; comm may hold spaces and parentheses.
+        let (head, tail) = stat.rsplit_once(')')?;
+        let comm = head.split_once('(')?.1.to_string();
+        let group: u32 = tail.split_whitespace().nth(2)?.parse().ok()?;
+        (group == pgid).then_some((pid, comm))
+    })
+    .collect()
 }
 
 /// SIGTERM, then SIGKILL if it has not gone within 3 s; always reaped.
@@ -674,6 +758,27 @@ impl PipeWireServer {
         // WirePlumber links new streams to sinks it knows of.
         std::thread::sleep(Duration::from_millis(1500));
         Ok(server)
+    }
+
+    /// Gives the threads PipeWire and WirePlumber left at SCHED_OTHER SCHED_FIFO
+    /// `priority`; their data-loop threads are real-time by their own choice.
+    /// Their main loops connect, negotiate and link a new stream: traced
+    /// with `xrun-hackbench -g 4` beside, they waited 0.5 s and 0.3 s for a
+    /// CPU while a player's stream started, and the run took 2.8 s for a
+    /// 2 s file.
+    pub fn make_real_time(&self, priority: u8) -> Result<(), Error> {
+        let Some(session) = self.session.as_ref().map(Child::id) else {
+            return Ok(());
+        };
+        for (pid, program) in group_members(session) {
+            let program = match program.as_str() {
+                "pipewire" => "pipewire",
+                "wireplumber" => "wireplumber",
+                _ => continue,
+            };
+            make_threads_fifo(program, pid, priority)?;
+        }
+        Ok(())
     }
 
     fn wait_for(&mut self, limit: Duration, args: &[&str]) -> Result<(), Error> {

@@ -353,10 +353,11 @@ struct Feeder {
 
 impl Feeder {
     /// `--priority` and `--cpu` go to the thread that feeds the device:
-    /// the hosts create it (ALSA, PulseAudio: cpal's own; JACK: libjack's),
-    /// so it is only reachable from inside. The other threads of the host
-    /// keep their scheduling (a pulse client thread spinning at FIFO 80 on
-    /// the writer's CPU would starve the writer).
+    /// the hosts create it (ALSA, PulseAudio: cpal's own; JACK: libjack's,
+    /// real-time at libjack's own priority until here), so it is only
+    /// reachable from inside. The host's other threads that it left at
+    /// SCHED_OTHER got the same settings when the stream was built
+    /// ([`share_callback_scheduling`]).
     fn apply_sched(&mut self) {
         let Some(sched) = self.sched.take() else {
             return;
@@ -509,6 +510,66 @@ impl Feeder {
                 });
             }
         }
+    }
+}
+
+/// Gives the threads the host started while opening the stream, where it
+/// left them at SCHED_OTHER, the callback's `--priority` and `--cpu`;
+/// returns a note saying so, or `None` when there is nothing to do.
+///
+/// The callback's thread waits for them, and a real-time thread must not
+/// wait for one it can preempt (traced under load, `xrun-hackbench -g 4`
+/// beside): cpal's PulseAudio host polls the latency from a thread of its
+/// own that hands each request to the callback's thread through a std mpsc
+/// channel; preempted halfway by that thread on their shared CPU, it left
+/// the callback's thread spinning in `sched_yield` for up to 144 ms while
+/// the server ran dry. cpal's PipeWire host is woken through libpipewire's
+/// data-loop thread, which waited up to 38 ms for a CPU. Threads the host
+/// made real-time itself (libjack's) keep their own priority; the callback
+/// still applies its own to the thread it runs on (`Feeder::apply_sched`).
+fn share_callback_scheduling(before: &[libc::pid_t], opts: &CpalOptions) -> Option<String> {
+    if opts.priority.is_none() && opts.cpus.is_none() {
+        return None;
+    }
+    let set = opts.cpus.as_ref().map(system::cpu_set);
+    let mut moved = Vec::new();
+    let mut failed = Vec::new();
+    for tid in system::thread_ids() {
+        // Gone already (cpal's stream-building thread), or real-time by
+        // the host's own choice.
+        if before.contains(&tid) || system::is_real_time(tid) != Some(false) {
+            continue;
+        }
+        let mut errno = opts
+            .priority
+            .map_or(0, |p| system::set_thread_priority_raw(tid, p));
+        if errno == 0 {
+            errno = set.map_or(0, |s| system::set_thread_affinity_raw(tid, &s));
+        }
+        match errno {
+            0 => moved.push(tid.to_string()),
+            libc::ESRCH => {}
+            e => failed.push(format!("{tid}: {}", std::io::Error::from_raw_os_error(e))),
+        }
+    }
+    let what = [
+        opts.priority.map(|p| p.to_string()),
+        opts.cpus.as_ref().map(|c| format!("CPU {c}")),
+    ]
+    .into_iter()
+    .flatten()
+    .collect::<Vec<_>>()
+    .join(" on ");
+    match (moved.is_empty(), failed.is_empty()) {
+        (true, true) => None,
+        (_, true) => Some(format!(
+            "the host's own threads {} run at {what} like the callback, which waits for them",
+            moved.join(", ")
+        )),
+        _ => Some(format!(
+            "the host's own threads could not all get {what} (the callback waits for them): {}",
+            failed.join("; ")
+        )),
     }
 }
 
@@ -814,6 +875,9 @@ impl CpalSink {
             device: opts.device.clone(),
             what,
         };
+        // Every thread from here on belongs to the host (see
+        // `share_callback_scheduling`).
+        let threads_before = system::thread_ids();
         let host = cpal::host_from_id(id).map_err(|e| fail(format!("host unavailable: {e}")))?;
         let device = find_device(&host, &opts.device).map_err(fail)?;
         let (buffer_req, _) = resolve_frames(req, fmt.rate);
@@ -898,6 +962,7 @@ impl CpalSink {
             )
             .map_err(|e| fail(format!("cannot build the output stream: {e}")))?;
         let mut notes = choice.notes;
+        notes.extend(share_callback_scheduling(&threads_before, opts));
         let period = match stream.buffer_size() {
             Ok(n) if n != choice.period => {
                 notes.push(format!(
@@ -971,8 +1036,8 @@ impl CpalSink {
         }
         self.started = true;
         match &self.stream {
-            Some(s) => s
-                .play()
+            Some(s) => self
+                .at_callback_priority(|| s.play())
                 .map_err(|e| SinkError::Device(format!("cannot start the stream: {e}"))),
             None => Ok(()),
         }
@@ -990,6 +1055,26 @@ impl CpalSink {
             }
         }
         None
+    }
+
+    /// Runs `f`, a call into the host (play, pause, dropping the stream),
+    /// with the calling thread at the callback's real-time priority, then
+    /// puts its own back. Such a call can hand a message to the host's
+    /// threads through a queue they spin-wait on (cpal's PulseAudio host:
+    /// a std mpsc channel, whose receiver spins and yields while a slot is
+    /// being written); preempted halfway by them on their CPU, a writer one
+    /// step below would wait behind the spinning thread forever.
+    fn at_callback_priority<T>(&self, f: impl FnOnce() -> T) -> T {
+        let Some(p @ (Priority::Fifo(_) | Priority::Rr(_))) = self.feeder_priority else {
+            return f();
+        };
+        let saved = system::current_scheduling();
+        system::set_priority_raw(p);
+        let result = f();
+        if let Some(saved) = saved {
+            system::restore_scheduling(&saved);
+        }
+        result
     }
 
     /// Whether the callback has been silent for too long while playing.
@@ -1137,8 +1222,10 @@ impl Sink for CpalSink {
         // Dropping the stream joins cpal's threads: the callback is gone
         // after this, so `stats` is ours alone.
         if let Some(s) = self.stream.take() {
-            let _ = s.pause();
-            drop(s);
+            self.at_callback_priority(|| {
+                let _ = s.pause();
+                drop(s);
+            });
         }
         Ok(())
     }
@@ -1213,7 +1300,9 @@ impl Sink for CpalSink {
 impl Drop for CpalSink {
     fn drop(&mut self) {
         // The stream first: its callback owns the other end of our rings.
-        self.stream.take();
+        if let Some(s) = self.stream.take() {
+            self.at_callback_priority(|| drop(s));
+        }
     }
 }
 

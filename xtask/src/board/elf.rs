@@ -1,0 +1,376 @@
+//! What a binary needs from the board's C library: the symbol versions in
+//! its ELF `.gnu.version_r` section (e.g. `GLIBC_2.34` from `libc.so.6`).
+//! The highest `GLIBC_x.y` there is the oldest glibc the binary runs on.
+//!
+//! A small reader for little-endian ELF32 and ELF64 (armv7, aarch64,
+//! x86_64), so that no binutils of the right architecture is needed.
+
+use std::fmt;
+use std::str::FromStr;
+
+/// Why a file's version needs could not be read.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum ElfError {
+    /// Not an ELF file, or one we do not read (big-endian).
+    #[error("not a little-endian ELF file")]
+    NotElf,
+    /// A header, section or string points outside the file.
+    #[error("truncated or corrupt ELF file ({0})")]
+    Corrupt(&'static str),
+}
+
+/// The versions a binary needs from one shared library.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VersionNeed {
+    /// The library's soname (`libc.so.6`).
+    pub file: String,
+    /// The version names (`GLIBC_2.34`, `ALSA_0.9`).
+    pub versions: Vec<String>,
+}
+
+/// A glibc release, `major.minor`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub struct GlibcVersion {
+    /// Major (2).
+    pub major: u32,
+    /// Minor (34).
+    pub minor: u32,
+}
+
+impl fmt::Display for GlibcVersion {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}.{}", self.major, self.minor)
+    }
+}
+
+impl FromStr for GlibcVersion {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let bad = || format!("{s:?}: expected a glibc version such as 2.28");
+        let (major, minor) = s.split_once('.').ok_or_else(bad)?;
+        Ok(GlibcVersion {
+            major: major.parse().map_err(|_| bad())?,
+            minor: minor.parse().map_err(|_| bad())?,
+        })
+    }
+}
+
+impl GlibcVersion {
+    /// The release a symbol version names: `GLIBC_2.34` → 2.34,
+    /// `GLIBC_2.2.5` → 2.2; `None` for other names (`GLIBC_PRIVATE`,
+    /// `ALSA_0.9`, `GCC_3.0`).
+    pub fn of_symbol_version(name: &str) -> Option<GlibcVersion> {
+        let rest = name.strip_prefix("GLIBC_")?;
+        let mut parts = rest.split('.');
+        let major = parts.next()?.parse().ok()?;
+        let minor = parts.next()?.parse().ok()?;
+        Some(GlibcVersion { major, minor })
+    }
+}
+
+/// The oldest glibc that has every `GLIBC_*` version in `needs`; `None`
+/// when the binary needs no versioned glibc symbol (a static binary).
+pub fn min_glibc(needs: &[VersionNeed]) -> Option<GlibcVersion> {
+    needs
+        .iter()
+        .flat_map(|n| &n.versions)
+        .filter_map(|v| GlibcVersion::of_symbol_version(v))
+        .max()
+}
+
+const SHT_GNU_VERNEED: u32 = 0x6fff_fffe;
+
+/// Little-endian reads that fail instead of panicking.
+struct Bytes<'a>(&'a [u8]);
+
+impl Bytes<'_> {
+    fn slice(&self, at: u64, len: u64, what: &'static str) -> Result<&[u8], ElfError> {
+        let start = usize::try_from(at).map_err(|_| ElfError::Corrupt(what))?;
+        let len = usize::try_from(len).map_err(|_| ElfError::Corrupt(what))?;
+        let end = start.checked_add(len).ok_or(ElfError::Corrupt(what))?;
+        self.0.get(start..end).ok_or(ElfError::Corrupt(what))
+    }
+
+    fn u16(&self, at: u64, what: &'static str) -> Result<u16, ElfError> {
+        let b = self.slice(at, 2, what)?;
+        Ok(u16::from_le_bytes([b[0], b[1]]))
+    }
+
+    fn u32(&self, at: u64, what: &'static str) -> Result<u32, ElfError> {
+        let b = self.slice(at, 4, what)?;
+        Ok(u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+    }
+
+    fn u64(&self, at: u64, what: &'static str) -> Result<u64, ElfError> {
+        let b = self.slice(at, 8, what)?;
+        let mut a = [0; 8];
+        a.copy_from_slice(b);
+        Ok(u64::from_le_bytes(a))
+    }
+
+    /// A word of the file's class: 8 bytes in ELF64, 4 in ELF32.
+    fn word(&self, wide: bool, at: u64, what: &'static str) -> Result<u64, ElfError> {
+        if wide {
+            self.u64(at, what)
+        } else {
+            self.u32(at, what).map(u64::from)
+        }
+    }
+
+    /// The NUL-terminated string at `at`.
+    fn cstr(&self, at: u64) -> Result<String, ElfError> {
+        let start = usize::try_from(at).map_err(|_| ElfError::Corrupt("string"))?;
+        let tail = self.0.get(start..).ok_or(ElfError::Corrupt("string"))?;
+        let len = tail
+            .iter()
+            .position(|&b| b == 0)
+            .ok_or(ElfError::Corrupt("string"))?;
+        Ok(String::from_utf8_lossy(&tail[..len]).into_owned())
+    }
+}
+
+/// One section header: what we need of it.
+struct Section {
+    kind: u32,
+    offset: u64,
+    size: u64,
+    link: u32,
+    info: u32,
+}
+
+fn sections(f: &Bytes, wide: bool) -> Result<Vec<Section>, ElfError> {
+    // e_shoff, e_shentsize, e_shnum (ELF64 / ELF32 offsets).
+    let (shoff, entsize, num) = if wide {
+        (
+            f.u64(0x28, "header")?,
+            f.u16(0x3a, "header")?,
+            f.u16(0x3c, "header")?,
+        )
+    } else {
+        let off = f.u32(0x20, "header")?;
+        (
+            u64::from(off),
+            f.u16(0x2e, "header")?,
+            f.u16(0x30, "header")?,
+        )
+    };
+    f.slice(
+        shoff,
+        u64::from(num) * u64::from(entsize),
+        "section header table",
+    )?;
+    (0..u64::from(num))
+        .map(|i| {
+            let at = shoff + i * u64::from(entsize);
+            // sh_type, sh_offset, sh_size, sh_link, sh_info.
+            let (offset, size, link, info) = if wide {
+                (at + 24, at + 32, at + 40, at + 44)
+            } else {
+                (at + 16, at + 20, at + 24, at + 28)
+            };
+            Ok(Section {
+                kind: f.u32(at + 4, "section header")?,
+                offset: f.word(wide, offset, "section header")?,
+                size: f.word(wide, size, "section header")?,
+                link: f.u32(link, "section header")?,
+                info: f.u32(info, "section header")?,
+            })
+        })
+        .collect()
+}
+
+/// The versions `elf` needs, per library, in file order.
+pub fn version_needs(elf: &[u8]) -> Result<Vec<VersionNeed>, ElfError> {
+    let f = Bytes(elf);
+    let ident = f.slice(0, 6, "header").map_err(|_| ElfError::NotElf)?;
+    if &ident[..4] != b"\x7fELF" || ident[5] != 1 {
+        return Err(ElfError::NotElf);
+    }
+    let wide = match ident[4] {
+        1 => false,
+        2 => true,
+        _ => return Err(ElfError::NotElf),
+    };
+    let sections = sections(&f, wide)?;
+    let mut out = Vec::new();
+    for s in sections.iter().filter(|s| s.kind == SHT_GNU_VERNEED) {
+        let strtab = sections
+            .get(s.link as usize)
+            .ok_or(ElfError::Corrupt("verneed string table"))?;
+        let string = |off: u32| {
+            if u64::from(off) >= strtab.size {
+                return Err(ElfError::Corrupt("verneed string"));
+            }
+            f.cstr(strtab.offset + u64::from(off))
+        };
+        f.slice(s.offset, s.size, "verneed section")?;
+        let mut at = s.offset;
+        // sh_info: the number of Verneed entries.
+        for _ in 0..s.info {
+            // Verneed: vn_version u16, vn_cnt u16, vn_file, vn_aux, vn_next.
+            let count = f.u16(at + 2, "verneed")?;
+            let file = string(f.u32(at + 4, "verneed")?)?;
+            let mut aux = at + u64::from(f.u32(at + 8, "verneed")?);
+            let mut versions = Vec::new();
+            for _ in 0..count {
+                // Vernaux: hash, flags u16, other u16, name, next.
+                versions.push(string(f.u32(aux + 8, "vernaux")?)?);
+                aux += u64::from(f.u32(aux + 12, "vernaux")?);
+            }
+            out.push(VersionNeed { file, versions });
+            let next = f.u32(at + 12, "verneed")?;
+            if next == 0 {
+                break;
+            }
+            at += u64::from(next);
+        }
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A minimal ELF with a `.gnu.version_r` naming `needs`, laid out as a
+    /// linker does (section headers at the end), of either class.
+    fn synthetic_elf(wide: bool, needs: &[(&str, &[&str])]) -> Vec<u8> {
+        let mut strtab = vec![0u8];
+        let mut name = |s: &str| {
+            let off = strtab.len() as u32;
+            strtab.extend_from_slice(s.as_bytes());
+            strtab.push(0);
+            off
+        };
+        let mut verneed = Vec::new();
+        for (i, (file, versions)) in needs.iter().enumerate() {
+            let last = i + 1 == needs.len();
+            let size = 16 + 16 * versions.len() as u32;
+            verneed.extend_from_slice(&1u16.to_le_bytes());
+            verneed.extend_from_slice(&(versions.len() as u16).to_le_bytes());
+            verneed.extend_from_slice(&name(file).to_le_bytes());
+            verneed.extend_from_slice(&16u32.to_le_bytes());
+            verneed.extend_from_slice(&(if last { 0 } else { size }).to_le_bytes());
+            for (j, v) in versions.iter().enumerate() {
+                let last_aux = j + 1 == versions.len();
+                verneed.extend_from_slice(&0u32.to_le_bytes());
+                verneed.extend_from_slice(&0u16.to_le_bytes());
+                verneed.extend_from_slice(&0u16.to_le_bytes());
+                verneed.extend_from_slice(&name(v).to_le_bytes());
+                verneed.extend_from_slice(&(if last_aux { 0u32 } else { 16 }).to_le_bytes());
+            }
+        }
+        let header_len = if wide { 64 } else { 52 };
+        let strtab_at = header_len;
+        let verneed_at = strtab_at + strtab.len();
+        let shoff = verneed_at + verneed.len();
+        let entsize: usize = if wide { 64 } else { 40 };
+        let mut f = vec![0u8; header_len];
+        f[..4].copy_from_slice(b"\x7fELF");
+        f[4] = if wide { 2 } else { 1 };
+        f[5] = 1;
+        if wide {
+            f[0x28..0x30].copy_from_slice(&(shoff as u64).to_le_bytes());
+            f[0x3a..0x3c].copy_from_slice(&(entsize as u16).to_le_bytes());
+            f[0x3c..0x3e].copy_from_slice(&3u16.to_le_bytes());
+        } else {
+            f[0x20..0x24].copy_from_slice(&(shoff as u32).to_le_bytes());
+            f[0x2e..0x30].copy_from_slice(&(entsize as u16).to_le_bytes());
+            f[0x30..0x32].copy_from_slice(&3u16.to_le_bytes());
+        }
+        f.extend_from_slice(&strtab);
+        f.extend_from_slice(&verneed);
+        // Section 0: null; 1: .dynstr (SHT_STRTAB); 2: .gnu.version_r.
+        let sections = [
+            (0u32, 0usize, 0usize, 0u32, 0u32),
+            (3, strtab_at, strtab.len(), 0, 0),
+            (
+                SHT_GNU_VERNEED,
+                verneed_at,
+                verneed.len(),
+                1,
+                needs.len() as u32,
+            ),
+        ];
+        for (kind, offset, size, link, info) in sections {
+            let mut sh = vec![0u8; entsize];
+            sh[4..8].copy_from_slice(&kind.to_le_bytes());
+            if wide {
+                sh[24..32].copy_from_slice(&(offset as u64).to_le_bytes());
+                sh[32..40].copy_from_slice(&(size as u64).to_le_bytes());
+                sh[40..44].copy_from_slice(&link.to_le_bytes());
+                sh[44..48].copy_from_slice(&info.to_le_bytes());
+            } else {
+                sh[16..20].copy_from_slice(&(offset as u32).to_le_bytes());
+                sh[20..24].copy_from_slice(&(size as u32).to_le_bytes());
+                sh[24..28].copy_from_slice(&link.to_le_bytes());
+                sh[28..32].copy_from_slice(&info.to_le_bytes());
+            }
+            f.extend_from_slice(&sh);
+        }
+        f
+    }
+
+    const NEEDS: &[(&str, &[&str])] = &[
+        ("libasound.so.2", &["ALSA_0.9", "ALSA_0.9.0rc4"]),
+        ("libc.so.6", &["GLIBC_2.17", "GLIBC_2.34", "GLIBC_2.4"]),
+        ("libgcc_s.so.1", &["GCC_3.0"]),
+    ];
+
+    #[test]
+    fn reads_both_classes() {
+        for wide in [false, true] {
+            let needs = version_needs(&synthetic_elf(wide, NEEDS)).unwrap();
+            let got: Vec<(&str, Vec<&str>)> = needs
+                .iter()
+                .map(|n| {
+                    (
+                        n.file.as_str(),
+                        n.versions.iter().map(String::as_str).collect(),
+                    )
+                })
+                .collect();
+            let want: Vec<(&str, Vec<&str>)> =
+                NEEDS.iter().map(|(f, v)| (*f, v.to_vec())).collect();
+            assert_eq!(got, want, "ELF{}", if wide { 64 } else { 32 });
+            assert_eq!(
+                min_glibc(&needs),
+                Some(GlibcVersion {
+                    major: 2,
+                    minor: 34
+                })
+            );
+        }
+    }
+
+    #[test]
+    fn versions_compare_as_numbers() {
+        let v = |s: &str| GlibcVersion::of_symbol_version(s).unwrap();
+        assert!(v("GLIBC_2.4") < v("GLIBC_2.17"));
+        assert_eq!(v("GLIBC_2.2.5"), "2.2".parse().unwrap());
+        assert_eq!(GlibcVersion::of_symbol_version("GLIBC_PRIVATE"), None);
+        assert!("2".parse::<GlibcVersion>().is_err());
+        assert!("2.x".parse::<GlibcVersion>().is_err());
+    }
+
+    #[test]
+    fn a_truncated_file_is_an_error_not_a_panic() {
+        let full = synthetic_elf(true, NEEDS);
+        for len in [0, 5, 40, full.len() / 2, full.len() - 1] {
+            assert!(version_needs(&full[..len]).is_err(), "{len} bytes");
+        }
+        assert_eq!(version_needs(b"#!/bin/sh\n"), Err(ElfError::NotElf));
+    }
+
+    /// The reader against a real binary the linker made: this test program
+    /// links glibc dynamically, so it needs some GLIBC_2.x from libc.so.6.
+    #[test]
+    fn reads_a_real_linked_binary() {
+        let exe = std::fs::read(std::env::current_exe().unwrap()).unwrap();
+        let needs = version_needs(&exe).unwrap();
+        let libc = needs.iter().find(|n| n.file == "libc.so.6");
+        assert!(libc.is_some(), "{needs:?}");
+        assert!(min_glibc(&needs).unwrap() >= "2.2".parse().unwrap());
+    }
+}
