@@ -103,6 +103,11 @@ pub struct TargetSpec {
     /// run ends.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reconnect_timeout: Option<Span>,
+    /// A host command line (`sh -c`) that power-cycles the board, run when
+    /// the board is lost, before reconnecting (`labgrid-client -p rpi4
+    /// power cycle`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub power_cycle: Option<String>,
 }
 
 /// Trial order: `interleaved` (A B A B …, default: slow drift of the
@@ -367,6 +372,9 @@ pub struct SshTarget {
     pub retries: u32,
     /// Reconnecting is tried for this long.
     pub reconnect_timeout: Span,
+    /// The `power_cycle` hook, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub power_cycle: Option<String>,
 }
 
 impl SshTarget {
@@ -386,6 +394,7 @@ impl SshTarget {
             trial_timeout: default_trial_timeout(duration, warmup),
             retries: DEFAULT_RETRIES,
             reconnect_timeout: DEFAULT_RECONNECT_TIMEOUT,
+            power_cycle: None,
         })
     }
 }
@@ -755,6 +764,15 @@ fn resolve_target(
     }
     if let Some(r) = t.reconnect_timeout {
         out.reconnect_timeout = r;
+    }
+    if let Some(c) = &t.power_cycle {
+        if c.trim().is_empty() {
+            return Err((
+                "power_cycle",
+                "is empty: a host command line like \"labgrid-client -p rpi4 power cycle\"".into(),
+            ));
+        }
+        out.power_cycle = Some(c.clone());
     }
     Ok(out)
 }
@@ -1195,6 +1213,7 @@ mod tests {
         // 2 × (10 s + 1 s) + 60 s.
         assert_eq!(t.trial_timeout, Span::from_secs(82));
         assert_eq!(t.options, ["ProxyJump=gw"]);
+        assert_eq!(t.power_cycle, None);
         let here = parse_str(MIN).unwrap();
         assert_eq!(s.fingerprint("a"), here.fingerprint("a"));
         let back: Scenario = serde_json::from_str(&serde_json::to_string(&s).unwrap()).unwrap();
@@ -1227,6 +1246,10 @@ mod tests {
             (
                 "ssh = \"b\"\nconnect_timeout = \"10ms\"",
                 "target.connect_timeout: 10ms is outside 1s..1h",
+            ),
+            (
+                "ssh = \"b\"\npower_cycle = \" \"",
+                "target.power_cycle: is empty",
             ),
         ] {
             let e = parse_str(&format!("{MIN}[target]\n{table}\n")).unwrap_err();

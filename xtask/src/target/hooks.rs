@@ -1,0 +1,229 @@
+//! A target's hooks: host commands the user writes (`power_cycle`,
+//! `deploy`) that drive what we do not — a power switch, a boot, a lab's
+//! own tools (`labgrid-client -p PLACE power cycle`, a LAVA job). One
+//! runner for all of them: [`run_hook`] runs one command line with `sh -c`
+//! on the host, in its own process group, with a time limit, its output
+//! appended to a log file, and tells how it ended as a [`HookOutcome`].
+
+use std::fs::OpenOptions;
+use std::io::Write;
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// After a hook ran past its time limit and was sent SIGTERM, how long it
+/// has to end before its process group is killed.
+const KILL_GRACE: Duration = Duration::from_secs(5);
+
+/// How a hook ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HookOutcome {
+    /// It exited 0.
+    Succeeded,
+    /// It exited non-zero: the code.
+    Failed(i32),
+    /// A signal ended it (not one we sent).
+    Killed(i32),
+    /// It ran past its time limit and was stopped (SIGTERM, then SIGKILL
+    /// to its whole process group).
+    TimedOut,
+    /// It could not be started (no `sh`, the log not writable): one line.
+    NotStarted(String),
+}
+
+impl HookOutcome {
+    /// Whether the hook did its job.
+    pub fn succeeded(&self) -> bool {
+        *self == HookOutcome::Succeeded
+    }
+
+    /// How it ended, for a line like `power_cycle hook failed: …`.
+    pub fn describe(&self, timeout: Duration) -> String {
+        match self {
+            HookOutcome::Succeeded => "succeeded".into(),
+            HookOutcome::Failed(code) => format!("exited {code}"),
+            HookOutcome::Killed(sig) => format!("was killed by signal {sig}"),
+            HookOutcome::TimedOut => format!(
+                "ran past its {:.1} s limit and was stopped",
+                timeout.as_secs_f64()
+            ),
+            HookOutcome::NotStarted(why) => format!("could not start: {why}"),
+        }
+    }
+}
+
+/// Runs the hook `name` (`power_cycle`, `deploy`: it heads its part of the
+/// log) — `command`, one shell command line — on the host with `sh -c`,
+/// stdin closed, `env` added to its environment, stdout and stderr appended
+/// to `log` (created if absent). Past `timeout` its process group gets
+/// SIGTERM, and SIGKILL [`KILL_GRACE`] later. Never panics; every way it
+/// can end is a [`HookOutcome`].
+pub fn run_hook(
+    name: &str,
+    command: &str,
+    env: &[(&str, &str)],
+    timeout: Duration,
+    log: &Path,
+) -> HookOutcome {
+    let mut file = match OpenOptions::new().create(true).append(true).open(log) {
+        Ok(f) => f,
+        Err(e) => return HookOutcome::NotStarted(format!("{}: {e}", log.display())),
+    };
+    // The header is best effort: the hook's own output matters more.
+    let _ = writeln!(file, "== {name} hook: {command}");
+    let (out, err) = match (file.try_clone(), file.try_clone()) {
+        (Ok(o), Ok(e)) => (o, e),
+        (Err(e), _) | (_, Err(e)) => {
+            return HookOutcome::NotStarted(format!("{}: {e}", log.display()))
+        }
+    };
+    let mut cmd = Command::new("sh");
+    cmd.arg("-c")
+        .arg(command)
+        .envs(env.iter().copied())
+        .stdin(Stdio::null())
+        .stdout(out)
+        .stderr(err)
+        // Its own group: a terminal's Ctrl-C reaches us, not it, and a
+        // time-out stops everything it started (ssh, labgrid-client…).
+        .process_group(0);
+    let mut child = match cmd.spawn() {
+        Ok(c) => c,
+        Err(e) => return HookOutcome::NotStarted(format!("sh: {e}")),
+    };
+    let started = Instant::now();
+    let mut term_sent: Option<Instant> = None;
+    let outcome = loop {
+        match child.try_wait() {
+            Ok(Some(status)) => {
+                break match (term_sent, status.code(), status.signal()) {
+                    (Some(_), _, _) => HookOutcome::TimedOut,
+                    (None, Some(0), _) => HookOutcome::Succeeded,
+                    (None, Some(code), _) => HookOutcome::Failed(code),
+                    (None, None, Some(sig)) => HookOutcome::Killed(sig),
+                    (None, None, None) => HookOutcome::Failed(-1),
+                }
+            }
+            Ok(None) => {}
+            Err(e) => {
+                kill_group(child.id(), libc::SIGKILL);
+                let _ = child.wait();
+                break HookOutcome::NotStarted(format!("waiting for it: {e}"));
+            }
+        }
+        match term_sent {
+            None if started.elapsed() >= timeout => {
+                kill_group(child.id(), libc::SIGTERM);
+                term_sent = Some(Instant::now());
+            }
+            Some(t) if t.elapsed() >= KILL_GRACE => {
+                kill_group(child.id(), libc::SIGKILL);
+                let _ = child.wait();
+                break HookOutcome::TimedOut;
+            }
+            _ => {}
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    // Whatever the shell left running in its group goes with it.
+    kill_group(child.id(), libc::SIGKILL);
+    let _ = writeln!(
+        file,
+        "== {name} hook {} after {:.1} s",
+        outcome.describe(timeout),
+        started.elapsed().as_secs_f64()
+    );
+    outcome
+}
+
+/// Sends `sig` to the process group led by `pid` (our child's own group).
+fn kill_group(pid: u32, sig: i32) {
+    if let Ok(pid) = libc::pid_t::try_from(pid) {
+        // SAFETY: kill(2) on the group of a child we spawned with
+        // process_group(0); at worst ESRCH.
+        unsafe {
+            libc::kill(-pid, sig);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn log_of(dir: &tempfile::TempDir) -> std::path::PathBuf {
+        dir.path().join("hooks.log")
+    }
+
+    #[test]
+    fn success_and_output_go_to_the_log_with_the_environment() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = log_of(&dir);
+        let o = run_hook(
+            "deploy",
+            "echo out $XRUNBENCH_TEST_VALUE; echo err >&2",
+            &[("XRUNBENCH_TEST_VALUE", "42")],
+            Duration::from_secs(30),
+            &log,
+        );
+        assert_eq!(o, HookOutcome::Succeeded);
+        let text = std::fs::read_to_string(&log).unwrap();
+        assert!(text.contains("== deploy hook: echo out"), "{text}");
+        assert!(text.contains("out 42\n"), "{text}");
+        assert!(text.contains("err\n"), "{text}");
+        assert!(text.contains("== deploy hook succeeded after"), "{text}");
+    }
+
+    #[test]
+    fn exit_codes_and_signals_are_told_apart() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = log_of(&dir);
+        let t = Duration::from_secs(30);
+        assert_eq!(
+            run_hook("h", "exit 3", &[], t, &log),
+            HookOutcome::Failed(3)
+        );
+        assert_eq!(
+            run_hook("h", "kill -KILL $$", &[], t, &log),
+            HookOutcome::Killed(libc::SIGKILL)
+        );
+        assert!(matches!(
+            run_hook("h", "true", &[], t, &dir.path().join("no/such/dir/log")),
+            HookOutcome::NotStarted(_)
+        ));
+    }
+
+    #[test]
+    fn a_hook_past_its_limit_is_stopped_with_what_it_started() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = log_of(&dir);
+        let pidfile = dir.path().join("child.pid");
+        // A background child that ignores nothing: it must go with the
+        // group, not outlive the hook.
+        let cmd = format!("sleep 300 & echo $! > {}; wait", pidfile.display());
+        let o = run_hook("power_cycle", &cmd, &[], Duration::from_millis(300), &log);
+        assert_eq!(o, HookOutcome::TimedOut);
+        let pid: i32 = std::fs::read_to_string(&pidfile)
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap();
+        // The sleep was in the group: once reaped by init it is gone. Give
+        // the reaper a moment rather than a fixed sleep.
+        let gone = (0..250).any(|_| {
+            // SAFETY: signal 0 only checks the pid exists.
+            let alive = unsafe { libc::kill(pid, 0) } == 0
+                && !std::fs::read_to_string(format!("/proc/{pid}/stat"))
+                    .map(|s| s.contains(") Z "))
+                    .unwrap_or(true);
+            if alive {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            !alive
+        });
+        assert!(gone, "the hook's background child {pid} outlived it");
+        let text = std::fs::read_to_string(&log).unwrap();
+        assert!(text.contains("ran past its 0.3 s limit"), "{text}");
+    }
+}
