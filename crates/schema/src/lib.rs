@@ -11,6 +11,7 @@
 //! readers check it before trusting anything else in the document.
 
 pub mod doc;
+pub mod gate;
 pub mod hackbench;
 pub mod metrics;
 pub mod player;

@@ -7,7 +7,7 @@
 //! a board with no host at all (a LAVA test definition, whose
 //! `xrun-trial summarize` reports one measurement per metric).
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::trial::TrialRecord;
 
@@ -22,7 +22,7 @@ pub enum Direction {
 }
 
 /// One row group of the table (ordered as the table shows them).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
 #[serde(rename_all = "kebab-case")]
 pub enum Metric {
@@ -96,15 +96,25 @@ impl Metric {
         }
     }
 
-    /// Its name where `/` may not appear (a LAVA test case, a file name):
-    /// the label with each `/` spelled `-per-` (`underruns-per-min`).
-    pub fn slug(self) -> String {
-        self.label().replace('/', "-per-")
+    /// Its name where a machine reads it: compare's `--metric` and JSON,
+    /// a `[gate]` key, a LAVA test case (`underruns`, `max-gap`).
+    pub fn key(self) -> &'static str {
+        match self {
+            Metric::Underruns => "underruns",
+            Metric::GapPerMin => "gap-per-min",
+            Metric::MaxGap => "max-gap",
+            Metric::MinFill => "min-fill",
+            Metric::P1Fill => "p1-fill",
+            Metric::P99Late => "p99-late",
+            Metric::HackbenchRound => "hackbench-round",
+            Metric::HackbenchRate => "hackbench-rate",
+            Metric::PlayerCpu => "player-cpu",
+        }
     }
 
-    /// The metric whose [`Metric::slug`] is `slug`.
-    pub fn from_slug(slug: &str) -> Option<Metric> {
-        Metric::ALL.into_iter().find(|m| m.slug() == slug)
+    /// The metric whose [`Metric::key`] is `key`.
+    pub fn from_key(key: &str) -> Option<Metric> {
+        Metric::ALL.into_iter().find(|m| m.key() == key)
     }
 
     /// One-line description with the unit, for footers and docs.
@@ -215,14 +225,15 @@ mod tests {
     use super::*;
 
     #[test]
-    fn labels_and_slugs_name_one_metric_each() {
+    fn labels_and_keys_name_one_metric_each() {
         for m in Metric::ALL {
             assert_eq!(Metric::from_label(m.label()), Some(m));
-            assert_eq!(Metric::from_slug(&m.slug()), Some(m));
-            assert!(!m.slug().contains('/'), "{}", m.slug());
+            assert_eq!(Metric::from_key(m.key()), Some(m));
+            // The key is the serde name: one spelling in JSON and gates.
+            let json = serde_json::to_string(&m).unwrap();
+            assert_eq!(json, format!("\"{}\"", m.key()));
             assert!(!m.unit().contains(char::is_whitespace));
         }
-        assert_eq!(Metric::Underruns.slug(), "underruns-per-min");
         assert_eq!(Metric::from_label("nope"), None);
     }
 }

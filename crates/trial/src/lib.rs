@@ -26,6 +26,7 @@ pub mod run;
 pub mod say;
 pub mod signals;
 pub mod spec;
+pub mod summarize;
 
 /// Exit code: the trial ran (underruns are results, not failures).
 pub const EXIT_RAN: u8 = 0;
