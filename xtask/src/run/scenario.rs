@@ -57,6 +57,10 @@ pub struct ScenarioFile {
     /// Where the trials run; absent: this machine.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub target: Option<TargetSpec>,
+    /// `[gate]`: pass/fail criteria for CI, per configuration and metric
+    /// (see [`crate::gate`]).
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub gate: crate::gate::GateTable,
 }
 
 /// `[target]`: a board reached over SSH. Every key but `ssh` is optional;
@@ -566,6 +570,8 @@ pub fn load(path: &Path) -> Result<(ScenarioFile, Scenario), ScenarioError> {
         .map_err(|e| ScenarioError(format!("{}: cannot read: {e}", path.display())))?;
     let file = parse(path, &text)?;
     let scenario = resolve(path, &file)?;
+    // Gates are judged after the run; a bad one is bad input now.
+    crate::gate::resolve(path, &file, &scenario)?;
     Ok((file, scenario))
 }
 
