@@ -28,6 +28,8 @@ pub enum HookOutcome {
     /// It ran past its time limit and was stopped (SIGTERM, then SIGKILL
     /// to its whole process group).
     TimedOut,
+    /// We were asked to stop (SIGINT, SIGTERM): it was stopped the same way.
+    Interrupted,
     /// It could not be started (no `sh`, the log not writable): one line.
     NotStarted(String),
 }
@@ -48,6 +50,7 @@ impl HookOutcome {
                 "ran past its {:.1} s limit and was stopped",
                 timeout.as_secs_f64()
             ),
+            HookOutcome::Interrupted => "was stopped: we were asked to stop".into(),
             HookOutcome::NotStarted(why) => format!("could not start: {why}"),
         }
     }
@@ -56,9 +59,11 @@ impl HookOutcome {
 /// Runs the hook `name` (`power_cycle`, `deploy`: it heads its part of the
 /// log) — `command`, one shell command line — on the host with `sh -c`,
 /// stdin closed, `env` added to its environment, stdout and stderr appended
-/// to `log` (created if absent). Past `timeout` its process group gets
-/// SIGTERM, and SIGKILL [`KILL_GRACE`] later. Never panics; every way it
-/// can end is a [`HookOutcome`].
+/// to `log` (created if absent). Past `timeout`, or when we are asked to
+/// stop (SIGINT/SIGTERM: a terminal's Ctrl-C reaches us, not the hook's
+/// own process group), its process group gets SIGTERM, and SIGKILL
+/// [`KILL_GRACE`] later. Never panics; every way it can end is a
+/// [`HookOutcome`].
 pub fn run_hook(
     name: &str,
     command: &str,
@@ -94,11 +99,19 @@ pub fn run_hook(
     };
     let started = Instant::now();
     let mut term_sent: Option<Instant> = None;
+    let mut interrupted = false;
+    let stopped = |interrupted: bool| {
+        if interrupted {
+            HookOutcome::Interrupted
+        } else {
+            HookOutcome::TimedOut
+        }
+    };
     let outcome = loop {
         match child.try_wait() {
             Ok(Some(status)) => {
                 break match (term_sent, status.code(), status.signal()) {
-                    (Some(_), _, _) => HookOutcome::TimedOut,
+                    (Some(_), _, _) => stopped(interrupted),
                     (None, Some(0), _) => HookOutcome::Succeeded,
                     (None, Some(code), _) => HookOutcome::Failed(code),
                     (None, None, Some(sig)) => HookOutcome::Killed(sig),
@@ -117,10 +130,15 @@ pub fn run_hook(
                 kill_group(child.id(), libc::SIGTERM);
                 term_sent = Some(Instant::now());
             }
+            None if crate::run::signals::stop_requested().is_some() => {
+                kill_group(child.id(), libc::SIGTERM);
+                term_sent = Some(Instant::now());
+                interrupted = true;
+            }
             Some(t) if t.elapsed() >= KILL_GRACE => {
                 kill_group(child.id(), libc::SIGKILL);
                 let _ = child.wait();
-                break HookOutcome::TimedOut;
+                break stopped(interrupted);
             }
             _ => {}
         }

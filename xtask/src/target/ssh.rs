@@ -869,9 +869,11 @@ impl Target for Ssh {
                 lines.push(line);
             }
             self.reconnect()?;
-            lines = self
-                .after_reconnect(orphan)
-                .map_err(|e| Unreachable(format!("{} came back, then: {e:#}", self.describe())))?;
+            lines.extend(
+                self.after_reconnect(orphan).map_err(|e| {
+                    Unreachable(format!("{} came back, then: {e:#}", self.describe()))
+                })?,
+            );
         } else if let (Some(pid), Some(boot)) = (orphan, self.boot_id.clone()) {
             // The link held (the trial died or overran): make sure it is gone.
             if let Ok(Some(l)) = self.stop_orphan(pid, &boot) {
