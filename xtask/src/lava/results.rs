@@ -493,6 +493,64 @@ mod tests {
     }
 
     #[test]
+    fn a_directory_of_records_becomes_a_run_with_its_gates_judged() {
+        use crate::results::testing;
+        let tmp = tempfile::tempdir().unwrap();
+        let records = tmp.path().join("records");
+        std::fs::create_dir(&records).unwrap();
+        for (config, seq, k) in [("base", 1, 1), ("new", 2, 1), ("base", 3, 2), ("new", 4, 2)] {
+            let mut r = testing::trial(config, k, |_| {});
+            r.trial.seq = seq;
+            let text = serde_json::to_string(&r).unwrap();
+            std::fs::write(records.join(format!("{config}-{k}.json")), text).unwrap();
+        }
+        let scenario = tmp.path().join("synthetic.toml");
+        std::fs::write(
+            &scenario,
+            "name = \"synthetic\"\ntrials = 2\n[audio]\ngenerate = {}\n\
+             [[config]]\nname = \"base\"\n[[config]]\nname = \"new\"\n\
+             [gate.new]\nhackbench-round = { max = 0 }\n",
+        )
+        .unwrap();
+        let results_dir = tmp.path().join("results");
+        let mut args = LavaResultsArgs {
+            input: records.clone(),
+            scenario: Some(scenario),
+            results: None,
+            results_dir: Some(results_dir.clone()),
+            label: "lava".into(),
+            gate: false,
+            junit: None,
+        };
+        assert_eq!(
+            format!("{:?}", convert(&args).unwrap()),
+            format!("{:?}", ExitCode::SUCCESS)
+        );
+        // With --gate the failing gate (a round never takes 0 ms) fails.
+        args.gate = true;
+        assert_eq!(
+            format!("{:?}", convert(&args).unwrap()),
+            format!("{:?}", ExitCode::from(EXIT_GATE_FAILED))
+        );
+        let run = std::fs::read_dir(results_dir.join("synthetic"))
+            .unwrap()
+            .next()
+            .unwrap()
+            .unwrap()
+            .path();
+        let dir = RunDir::load(&run).unwrap();
+        assert_eq!(dir.configs, ["base", "new"]);
+        assert_eq!(dir.records.len(), 4);
+        let m = dir.manifest.unwrap();
+        assert_eq!(m.plan.len(), 4);
+        assert_eq!(m.outcome, Some(Outcome::Completed));
+        // Without a scenario, a directory says what is missing.
+        args.scenario = None;
+        let e = convert(&args).unwrap_err().to_string();
+        assert!(e.contains("give --scenario FILE"), "{e}");
+    }
+
+    #[test]
     fn the_servers_results_export_reads() {
         let text = "- {id: 1, job: 7, level: '', logged: '2026-12-01', measurement: '0.5000000000', name: a_underruns, result: pass, suite: 0_xrunbench-q, unit: underruns/min}\n\
                     - {measurement: null, name: job, result: pass, suite: lava, unit: ''}\n";
