@@ -14,7 +14,7 @@ fn scenario(gates: &str) -> String {
          buffer_time = \"40ms\"\n\
          [load]\nhackbench = {{ groups = 1, fds = 2, loops = 20 }}\n\
          [[config]]\nname = \"plain\"\n\
-         [[config]]\nname = \"nice\"\n[config.audio]\npriority = \"other:-5\"\n{gates}"
+         [[config]]\nname = \"nice\"\n[config.audio]\npriority = \"other:5\"\n{gates}"
     )
 }
 

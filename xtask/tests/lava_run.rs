@@ -32,7 +32,7 @@ const SCENARIO: &str = "name = \"lavarun\"\ntrials = 2\nduration = \"1s\"\nwarmu
      buffer_time = \"40ms\"\n\
      [load]\nhackbench = { groups = 1, fds = 2, loops = 20 }\n\
      [[config]]\nname = \"plain\"\n\
-     [[config]]\nname = \"nice\"\n[config.audio]\npriority = \"other:-5\"\n\
+     [[config]]\nname = \"nice\"\n[config.audio]\npriority = \"other:5\"\n\
      [gate.plain]\nunderruns = { max = 1000000 }\n\
      [gate.nice]\nhackbench-round = { max = 0 }\nmin-fill = { worse_by_percent = 100 }\n";
 
@@ -238,4 +238,89 @@ fn a_lava_job_reports_every_metric_and_comes_back_as_a_run() {
         "{xml}"
     );
     drop(http);
+}
+
+/// The definition's steps as its `run: steps:` list holds them (read with
+/// PyYAML, as LAVA reads them).
+fn steps(definition: &Path) -> Vec<String> {
+    let out = checked(
+        std::process::Command::new(PYTHON).arg("-c").arg(format!(
+            "import json, yaml\nd = yaml.safe_load(open({:?}))\nprint(json.dumps(d['run']['steps']))",
+            definition.display().to_string()
+        )),
+        "reading the definition with PyYAML",
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+/// The same definition without LAVA, as Linaro's test-runner or a person
+/// runs it: the steps in a shell, the binaries from XRUNBENCH_BIN_DIR; the
+/// cases are printed. A board without the binaries ends it with one line.
+#[test]
+fn the_definition_runs_by_hand_and_says_why_it_cannot() {
+    let dir = tempfile::tempdir().unwrap();
+    let scenario = support::scenario(dir.path(), "lavarun", SCENARIO);
+    let gen = dir.path().join("gen");
+    let out = support::run_xtask(&[
+        "lava",
+        scenario.to_str().unwrap(),
+        "--out",
+        gen.to_str().unwrap(),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let script = steps(&gen.join("xrunbench-lavarun.yaml")).join("\n");
+    let run = |bin_dir: &Path, work: &Path| {
+        std::fs::create_dir_all(work).unwrap();
+        std::process::Command::new("sh")
+            .arg("-c")
+            .arg(&script)
+            .current_dir(work)
+            .env("XRUNBENCH_BIN_DIR", bin_dir)
+            .env_remove("XRUNBENCH_BINARIES_URL")
+            .output()
+            .unwrap()
+    };
+    let ok = run(&support::bin_dir(), &dir.path().join("ok"));
+    let text = String::from_utf8_lossy(&ok.stdout);
+    assert!(
+        ok.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&ok.stderr)
+    );
+    let cases: Vec<&str> = text
+        .lines()
+        .filter(|l| {
+            let w: Vec<&str> = l.split_whitespace().collect();
+            w.len() == 4 && (w[1] == "pass" || w[1] == "fail")
+        })
+        .collect();
+    assert_eq!(cases.len(), 2 * 9 + 2, "{text}");
+    assert!(
+        cases.iter().any(|l| l.starts_with("plain_underruns pass ")),
+        "{text}"
+    );
+    assert!(
+        cases
+            .iter()
+            .any(|l| l.starts_with("gate_nice_hackbench-round_mean-max fail ")),
+        "{text}"
+    );
+    for stem in ["plain-1", "nice-1", "plain-2", "nice-2"] {
+        let record = dir.path().join(format!("ok/xrunbench/records/{stem}.json"));
+        assert!(record.is_file(), "{stem}: {text}");
+        assert!(
+            text.contains(&format!("xrunbench-doc-end record {stem} ")),
+            "{stem}"
+        );
+    }
+    let missing = run(Path::new("/nonexistent"), &dir.path().join("missing"));
+    assert_eq!(missing.status.code(), Some(1));
+    assert_eq!(
+        String::from_utf8_lossy(&missing.stderr).trim(),
+        "xrunbench: /nonexistent/xrun-trial is not an executable"
+    );
 }
