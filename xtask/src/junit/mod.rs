@@ -185,6 +185,46 @@ fn value_text(m: Metric, values: &[f64], verdicts: &[&Verdict]) -> String {
     s
 }
 
+/// A JUnit document of one suite of pass/fail stages (`bisect-run`: the
+/// endpoints, the bisection, the confirmation): each case a name and, when
+/// it failed, why.
+pub fn stages(
+    suite: &str,
+    classname: &str,
+    cases: &[(String, Option<String>)],
+    took: std::time::Duration,
+) -> String {
+    let failures = cases.iter().filter(|c| c.1.is_some()).count();
+    let mut x = format!(
+        "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuite name=\"{}\" tests=\"{}\" \
+         failures=\"{failures}\" errors=\"0\" time=\"{:.1}\">\n",
+        esc(suite),
+        cases.len(),
+        took.as_secs_f64()
+    );
+    for (name, failure) in cases {
+        let head = format!(
+            "  <testcase classname=\"{}\" name=\"{}\"",
+            esc(classname),
+            esc(name)
+        );
+        match failure {
+            None => {
+                let _ = writeln!(x, "{head}/>");
+            }
+            Some(f) => {
+                let _ = writeln!(
+                    x,
+                    "{head}>\n    <failure message=\"{}\"/>\n  </testcase>",
+                    esc(f)
+                );
+            }
+        }
+    }
+    x.push_str("</testsuite>\n");
+    x
+}
+
 /// Text for an XML attribute or element: the five entities escaped, and
 /// characters XML 1.0 cannot hold dropped.
 fn esc(text: &str) -> String {
@@ -207,6 +247,21 @@ fn esc(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn stages_name_each_case_and_escape() {
+        let x = stages(
+            "xrunbench bisect-run",
+            "bisect-run",
+            &[
+                ("endpoint good".into(), None),
+                ("endpoint bad".into(), Some("not <worse> & so".into())),
+            ],
+            std::time::Duration::from_secs(3),
+        );
+        assert!(x.contains("tests=\"2\" failures=\"1\""), "{x}");
+        assert!(x.contains("not &lt;worse&gt; &amp; so"), "{x}");
+    }
 
     #[test]
     fn escaping_keeps_xml_well_formed() {

@@ -112,6 +112,19 @@ pub struct TargetSpec {
     /// power cycle`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub power_cycle: Option<String>,
+    /// `bisect`: the command that builds this commit's kernel, installs it
+    /// and reboots the board (run on the host, in the kernel tree, by
+    /// `sh -c`; exit 125: the commit cannot be built, skip it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deploy: Option<String>,
+    /// `bisect`: how long the board may take to come back after `deploy`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub boot_timeout: Option<Span>,
+    /// `bisect`: the command (run like `deploy`, after it) that prints the
+    /// string the board's /proc/version must contain; default: `make -s
+    /// kernelrelease` in a kernel tree.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expect_kernel: Option<String>,
 }
 
 /// Trial order: `interleaved` (A B A B …, default: slow drift of the
@@ -345,10 +358,13 @@ pub struct Scenario {
 pub const DEFAULT_WORKDIR: &str = ".cache/xrunbench";
 /// Default `[target] connect_timeout`.
 pub const DEFAULT_CONNECT_TIMEOUT: Span = Span::from_secs(10);
-/// Default `[target] retries`.
-pub const DEFAULT_RETRIES: u32 = 2;
+/// Default `[target] retries`: as often as KernelCI retries a job whose
+/// failure is infrastructure.
+pub const DEFAULT_RETRIES: u32 = 3;
 /// Default `[target] reconnect_timeout`.
 pub const DEFAULT_RECONNECT_TIMEOUT: Span = Span::from_secs(60);
+/// Default `[target] boot_timeout`.
+pub const DEFAULT_BOOT_TIMEOUT: Span = Span::from_secs(300);
 
 /// `[target]` resolved: defaults filled, paths absolute, options checked.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -372,13 +388,27 @@ pub struct SshTarget {
     pub connect_timeout: Span,
     /// A trial running longer is stopped and counted lost.
     pub trial_timeout: Span,
-    /// Lost trials are run again this many times.
+    /// Lost trials are run again this many times; so is a bisect step
+    /// whose deployment failed (infrastructure).
     pub retries: u32,
     /// Reconnecting is tried for this long.
     pub reconnect_timeout: Span,
     /// The `power_cycle` hook, if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub power_cycle: Option<String>,
+    /// `bisect`'s deploy command, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deploy: Option<String>,
+    /// How long the board may take to come back after the deploy command.
+    #[serde(default = "default_boot_timeout")]
+    pub boot_timeout: Span,
+    /// The command printing the kernel string expected in /proc/version.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expect_kernel: Option<String>,
+}
+
+fn default_boot_timeout() -> Span {
+    DEFAULT_BOOT_TIMEOUT
 }
 
 impl SshTarget {
@@ -399,6 +429,9 @@ impl SshTarget {
             retries: DEFAULT_RETRIES,
             reconnect_timeout: DEFAULT_RECONNECT_TIMEOUT,
             power_cycle: None,
+            deploy: None,
+            boot_timeout: DEFAULT_BOOT_TIMEOUT,
+            expect_kernel: None,
         })
     }
 }
@@ -740,9 +773,9 @@ fn resolve_target(
         out.workdir = w.clone();
     }
     if let Some(a) = &t.arch {
-        let arches = crate::target::binaries::ARCHES;
-        if a != "auto" && !arches.contains(&a.as_str()) {
-            return Err(("arch", format!("`{a}` is not auto, {}", arches.join(", "))));
+        use crate::board::arch::Arch;
+        if a != "auto" && Arch::from_name(a).is_none() {
+            return Err(("arch", format!("`{a}` is not auto, {}", Arch::names())));
         }
         out.arch = a.clone();
     }
@@ -780,6 +813,20 @@ fn resolve_target(
         }
         out.power_cycle = Some(c.clone());
     }
+    if let Some(d) = &t.deploy {
+        check_command(d).map_err(|m| ("deploy", m))?;
+        out.deploy = Some(d.clone());
+    }
+    if let Some(b) = t.boot_timeout {
+        if !(1_000_000..=86_400_000_000).contains(&b.as_micros()) {
+            return Err(("boot_timeout", format!("{b} is outside 1s..24h")));
+        }
+        out.boot_timeout = b;
+    }
+    if let Some(k) = &t.expect_kernel {
+        check_command(k).map_err(|m| ("expect_kernel", m))?;
+        out.expect_kernel = Some(k.clone());
+    }
     Ok(out)
 }
 
@@ -797,6 +844,15 @@ fn host_file(p: &Path, base_dir: &Path) -> Result<PathBuf, String> {
         return Err(format!("{}: no such file", path.display()));
     }
     Ok(path)
+}
+
+/// A host command of `[target]` (`deploy`, `expect_kernel`), run by
+/// `sh -c`: not blank.
+pub fn check_command(c: &str) -> Result<(), String> {
+    if c.trim().is_empty() || c.contains('\0') {
+        return Err("must be a shell command, e.g. \"./deploy-to-board.sh\"".into());
+    }
+    Ok(())
 }
 
 /// `[target] workdir`: one path the board's shell gets quoted, so `~` is
@@ -1256,6 +1312,18 @@ mod tests {
             (
                 "ssh = \"b\"\npower_cycle = \" \"",
                 "target.power_cycle: is empty",
+            ),
+            (
+                "ssh = \"b\"\ndeploy = \" \"",
+                "target.deploy: must be a shell command",
+            ),
+            (
+                "ssh = \"b\"\nboot_timeout = \"0s\"",
+                "target.boot_timeout: 0ms is outside 1s..24h",
+            ),
+            (
+                "ssh = \"b\"\nexpect_kernel = \"\"",
+                "target.expect_kernel: must be a shell command",
             ),
         ] {
             let e = parse_str(&format!("{MIN}[target]\n{table}\n")).unwrap_err();
