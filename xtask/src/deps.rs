@@ -162,6 +162,45 @@ pub const SSH_SERVER: Group = Group {
     packages: &[pkg("openssh-server", "sshd: the tests' SSH board")],
 };
 
+/// What the LAVA test needs from apt: lava-dispatcher's Python modules
+/// (lava-dispatcher itself is not installed — it conflicts with a
+/// backported qemu — but downloaded and unpacked into the test's cache,
+/// with `apt-get download` and `dpkg-deb -x`).
+pub const LAVA_DISPATCHER: Group = Group {
+    name: "LAVA dispatcher (its Python modules)",
+    packages: &[
+        pkg("python3-jinja2", "lava-run; renders the device dictionary"),
+        pkg("python3-pexpect", "lava-run"),
+        pkg("python3-requests", "lava-run"),
+        pkg("python3-configobj", "lava-run"),
+        pkg("python3-setproctitle", "lava-run"),
+        pkg("python3-tz", "lava-run"),
+        pkg("python3-magic", "lava-run"),
+        pkg("python3-netifaces", "lava-run"),
+        pkg("python3-pyudev", "lava-run"),
+        pkg("python3-voluptuous", "lava-run"),
+        pkg("python3-yaml", "lava-run"),
+        pkg(
+            "curl",
+            "the LAVA test definition downloads the board binaries",
+        ),
+    ],
+};
+
+/// Checking JUnit files against the JUnit XSD (the one Jenkins' xUnit
+/// plugin ships; the test takes pytest's copy from its PyPI source).
+pub const JUNIT_VALIDATOR: Group = Group {
+    name: "JUnit validator",
+    packages: &[
+        pkg("libxml2-utils", "xmllint --schema validates the JUnit file"),
+        pkg(
+            "python3-pip",
+            "pip download: the JUnit XSD in pytest's sources",
+        ),
+        pkg("tar", "takes the XSD out of pytest's source archive"),
+    ],
+};
+
 /// Git, which the bisect test drives.
 pub const GIT: Group = Group {
     name: "git",
@@ -305,6 +344,21 @@ pub mod started {
     pub const QEMU_ARM: Program = Program {
         name: "qemu-arm",
         package: "qemu-user",
+    };
+    /// Unpacks lava-dispatcher's packages into the LAVA test's cache.
+    pub const DPKG_DEB: Program = Program {
+        name: "dpkg-deb",
+        package: "dpkg",
+    };
+    /// Takes the JUnit XSD out of pytest's source archive.
+    pub const TAR: Program = Program {
+        name: "tar",
+        package: "tar",
+    };
+    /// Validates the JUnit files against the XSD.
+    pub const XMLLINT: Program = Program {
+        name: "xmllint",
+        package: "libxml2-utils",
     };
 }
 
@@ -499,6 +553,8 @@ pub const TEST: Needs = Needs {
         &CROSS_ARMV7,
         &QEMU_USER,
         &ZIGBUILD,
+        &LAVA_DISPATCHER,
+        &JUNIT_VALIDATOR,
     ],
     starts: &[
         JackServer::PROGRAMS,
@@ -526,6 +582,8 @@ pub const TEST: Needs = Needs {
             started::QEMU_AARCH64,
             started::QEMU_ARM,
         ],
+        // The board-farm tests: LAVA's lava-run, the JUnit validator.
+        &[started::DPKG_DEB, started::TAR, started::XMLLINT],
     ],
 };
 
@@ -765,6 +823,8 @@ mod tests {
         &BOARD_SYSROOT,
         &QEMU_USER,
         &ZIGBUILD,
+        &LAVA_DISPATCHER,
+        &JUNIT_VALIDATOR,
     ];
 
     const ALL_NEEDS: &[&Needs] = &[
@@ -1088,7 +1148,8 @@ mod tests {
         } else if rel.starts_with("xtask/src/board/") && rel != "xtask/src/board/check.rs" {
             // `board build`, which the suite's board stage runs too.
             vec![&BOARD_BUILD, &TEST]
-        } else if rel.starts_with("xtask/src/target/ssh") {
+        } else if rel.starts_with("xtask/src/target/ssh") || rel == "xtask/src/target/hooks.rs" {
+            // Hooks (power_cycle, deploy) belong to a board's target.
             vec![&RUN_SSH, &RUN_SSH_PREBUILT]
         } else if rel.starts_with("xtask/src/run/")
             || rel.starts_with("xtask/src/bisect/")

@@ -7,6 +7,9 @@ mod bisect;
 mod board;
 mod compare;
 mod deps;
+mod gate;
+mod junit;
+mod lava;
 mod plot;
 mod results;
 mod run;
@@ -48,6 +51,11 @@ enum Verb {
     Compare(compare::CompareArgs),
     /// SVG plots of a run directory (fill CDF, underrun gaps, hackbench).
     Plot(plot::PlotArgs),
+    /// A LAVA test definition (and a job for an SSH board) that runs a
+    /// scenario's trials on the board with no host in the loop.
+    Lava(lava::LavaArgs),
+    /// A LAVA job's log (or records) back into a run directory.
+    LavaResults(lava::results::LavaResultsArgs),
     /// One `git bisect run` step: exit 0 good, 1 bad, 125 skip.
     Bisect(bisect::BisectArgs),
     /// The whole bisection on a board: endpoints confirmed, `git bisect
@@ -78,6 +86,8 @@ fn main() -> std::process::ExitCode {
         Verb::Board(args) => board::run(&args),
         Verb::Compare(args) => compare::run(&args),
         Verb::Plot(args) => plot::run(&args),
+        Verb::Lava(args) => lava::run(&args),
+        Verb::LavaResults(args) => lava::results::run(&args),
         Verb::Bisect(args) => bisect::run(&args),
         Verb::BisectRun(args) => bisect::run::run(&args),
         Verb::BisectSim(args) => bisect::sim::run(&args),

@@ -11,7 +11,9 @@
 //! readers check it before trusting anything else in the document.
 
 pub mod doc;
+pub mod gate;
 pub mod hackbench;
+pub mod metrics;
 pub mod monitor;
 pub mod player;
 pub mod probe;

@@ -306,6 +306,13 @@ impl TestBoard {
         )
     }
 
+    /// Its sshd_config (with `PidFile` beside it, `sshd.pid`): what an
+    /// outside power switch runs sshd with to "power the board on"
+    /// (`/usr/sbin/sshd -f CONFIG`, which daemonizes).
+    pub fn sshd_config(&self) -> PathBuf {
+        self.path("sshd_config")
+    }
+
     /// The pid of the listening sshd.
     pub fn listener(&self) -> Option<u32> {
         self.child.as_ref().map(Child::id)

@@ -27,6 +27,7 @@ pub mod run;
 pub mod say;
 pub mod signals;
 pub mod spec;
+pub mod summarize;
 pub mod trace;
 
 /// Exit code: the trial ran (underruns are results, not failures).

@@ -9,7 +9,9 @@ use clap::{Parser, Subcommand};
 use xrunbench_trial::machine::Machine;
 use xrunbench_trial::run::{self, RunOptions};
 use xrunbench_trial::say::{out, say};
-use xrunbench_trial::{check, journal, probe, signals, spec, EXIT_BAD_SPEC, EXIT_FAILED};
+use xrunbench_trial::{
+    check, journal, probe, signals, spec, summarize, EXIT_BAD_SPEC, EXIT_FAILED,
+};
 
 /// Runs xrunbench trials on this machine: knobs applied, read back and
 /// always restored; the load and the player as separate processes.
@@ -86,6 +88,18 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Summarize trial records, one line per configuration × metric (the
+    /// mean of its trials) and one per gate: `NAME pass|fail MEASUREMENT
+    /// UNITS`, what a LAVA test definition reports with lava-test-case.
+    /// Exit 0 whatever the gates say, 2 for a bad file.
+    Summarize {
+        /// An xrunbench.gates/1 file: limits to judge.
+        #[arg(long, value_name = "FILE")]
+        gates: Option<PathBuf>,
+        /// Trial record files (xrunbench.trial/1).
+        #[arg(required = true, value_name = "RECORD")]
+        records: Vec<PathBuf>,
+    },
 }
 
 fn main() -> ExitCode {
@@ -155,6 +169,7 @@ fn dispatch(cli: Cli) -> Result<u8> {
             read_only,
             json,
         } => check_specs(&specs, &machine, &bin_dir, !read_only, json),
+        Command::Summarize { gates, records } => summarize(gates.as_deref(), &records),
     }
 }
 
@@ -190,6 +205,27 @@ fn run_one(source: &std::path::Path, monitor: bool, trace: bool, opts: RunOption
             Ok(EXIT_FAILED)
         }
     }
+}
+
+fn summarize(gates: Option<&std::path::Path>, records: &[PathBuf]) -> Result<u8> {
+    let read = summarize::read_records(records).and_then(|r| {
+        let g = gates.map(summarize::read_gates).transpose()?;
+        Ok((r, g.unwrap_or_default()))
+    });
+    let (records, gates) = match read {
+        Ok(x) => x,
+        Err(e) => {
+            say(e);
+            return Ok(EXIT_BAD_SPEC);
+        }
+    };
+    let mut text = String::new();
+    for line in summarize::summarize(&records, &gates) {
+        text.push_str(&line.to_string());
+        text.push('\n');
+    }
+    out(&text).context("writing to stdout")?;
+    Ok(0)
 }
 
 fn restore(machine: &Machine) -> Result<u8> {

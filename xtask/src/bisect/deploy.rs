@@ -8,19 +8,18 @@
 //! not back, the wrong kernel — is infrastructure, retried by the step with
 //! the deploy re-run, and never a verdict.
 //!
-//! The hook runner is this module's own (a small one): the LAVA/labgrid
-//! hooks of the target (`power_cycle`) may share it later.
+//! The commands run through the target's one hook runner
+//! ([`crate::target::hooks`]), like `power_cycle`.
 
-use std::fs::{File, OpenOptions};
+use std::fs::OpenOptions;
 use std::io::Write;
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
 use crate::run::scenario::{self, Scenario, SshTarget, DEFAULT_BOOT_TIMEOUT, DEFAULT_RETRIES};
 use crate::run::signals;
 use crate::run::units::Span;
+use crate::target::hooks::{Hook, HookOutcome};
 use crate::target::Ssh;
 
 /// The exit status of `deploy` that means "this commit cannot be built".
@@ -102,101 +101,6 @@ impl Deploy {
     }
 }
 
-/// How a run of a host command (deploy, expect-kernel) ended.
-#[derive(Debug)]
-pub enum HookEnd {
-    /// Exit 0; its stdout.
-    Done(String),
-    /// It exited non-zero, or was killed: the status, one line.
-    Failed(Option<i32>, String),
-    /// SIGINT/SIGTERM arrived: it was stopped.
-    Interrupted,
-}
-
-/// Runs `command` by `sh -c` in `tree`, in a process group of its own
-/// (stopped with SIGTERM to the group when we are asked to stop), stdin
-/// closed, `env` added; its stderr (and, unless `capture`, its stdout) is
-/// appended to `log`.
-pub fn run_hook(
-    command: &str,
-    tree: &Path,
-    log: &Path,
-    env: &[(&str, String)],
-    capture: bool,
-) -> HookEnd {
-    let file = match OpenOptions::new().create(true).append(true).open(log) {
-        Ok(f) => f,
-        Err(e) => return HookEnd::Failed(None, format!("cannot open {}: {e}", log.display())),
-    };
-    let out_to = |f: &File| f.try_clone().map(Stdio::from);
-    let (Ok(err), Ok(out)) = (out_to(&file), out_to(&file)) else {
-        return HookEnd::Failed(None, format!("cannot write {}", log.display()));
-    };
-    let mut cmd = Command::new("sh");
-    cmd.arg("-c")
-        .arg(command)
-        .current_dir(tree)
-        .stdin(Stdio::null())
-        .stderr(err)
-        .stdout(if capture { Stdio::piped() } else { out })
-        .process_group(0);
-    for (k, v) in env {
-        cmd.env(k, v);
-    }
-    let mut child = match cmd.spawn() {
-        Ok(c) => c,
-        Err(e) => return HookEnd::Failed(None, format!("cannot start sh: {e}")),
-    };
-    let reader = child.stdout.take().map(|mut o| {
-        std::thread::spawn(move || {
-            let mut s = String::new();
-            let _ = std::io::Read::read_to_string(&mut o, &mut s);
-            s
-        })
-    });
-    let mut stopped = false;
-    let status = loop {
-        match child.try_wait() {
-            Ok(Some(s)) => break Some(s),
-            Ok(None) => {}
-            Err(_) => break None,
-        }
-        if !stopped && signals::stop_requested().is_some() {
-            // Its own group: a terminal's Ctrl-C did not reach it.
-            signal_group(child.id(), libc::SIGTERM);
-            stopped = true;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    };
-    let stdout = reader.and_then(|r| r.join().ok()).unwrap_or_default();
-    if stopped || signals::stop_requested().is_some() {
-        return HookEnd::Interrupted;
-    }
-    match status {
-        Some(s) if s.success() => HookEnd::Done(stdout),
-        Some(s) => HookEnd::Failed(s.code(), describe_status(s)),
-        None => HookEnd::Failed(None, "lost track of it".into()),
-    }
-}
-
-fn signal_group(pid: u32, sig: i32) {
-    if let Ok(pid) = libc::pid_t::try_from(pid) {
-        // SAFETY: kill(2) on the process group we created; at worst ESRCH.
-        unsafe {
-            libc::kill(-pid, sig);
-        }
-    }
-}
-
-fn describe_status(s: ExitStatus) -> String {
-    use std::os::unix::process::ExitStatusExt;
-    match (s.code(), s.signal()) {
-        (Some(c), _) => format!("exit status {c}"),
-        (None, Some(sig)) => format!("killed by signal {sig}"),
-        _ => s.to_string(),
-    }
-}
-
 /// Appends a header line to the step's log (which attempt, which command).
 pub fn log_line(log: &Path, line: &str) {
     if let Ok(mut f) = OpenOptions::new().create(true).append(true).open(log) {
@@ -220,8 +124,15 @@ pub fn expected_kernel(d: &Deploy, log: &Path) -> Result<Option<String>, String>
         None if is_kernel_tree(&d.tree) => ("make -s kernelrelease", "make -s kernelrelease"),
         None => return Ok(None),
     };
-    match run_hook(cmd, &d.tree, log, &[], true) {
-        HookEnd::Done(out) => {
+    let hook = Hook {
+        name: what,
+        command: cmd,
+        dir: Some(&d.tree),
+        env: &[],
+        timeout: None,
+    };
+    match hook.run_capturing(log) {
+        (HookOutcome::Succeeded, out) => {
             let s = out.trim().to_string();
             if s.is_empty() || s.contains('\n') {
                 Err(format!(
@@ -232,8 +143,12 @@ pub fn expected_kernel(d: &Deploy, log: &Path) -> Result<Option<String>, String>
                 Ok(Some(s))
             }
         }
-        HookEnd::Failed(_, why) => Err(format!("{what} failed ({why}); see {}", log.display())),
-        HookEnd::Interrupted => Err("interrupted".into()),
+        (HookOutcome::Interrupted, _) => Err("interrupted".into()),
+        (other, _) => Err(format!(
+            "{what} {}; see {}",
+            other.describe(),
+            log.display()
+        )),
     }
 }
 
@@ -341,29 +256,6 @@ mod tests {
     }
 
     #[test]
-    fn a_hook_runs_in_the_tree_and_logs_there() {
-        let t = tree();
-        let log = t.path().join("deploy.log");
-        std::fs::write(t.path().join("marker"), "m").unwrap();
-        let env = [("XRUNBENCH_COMMIT", "abc".to_string())];
-        match run_hook(
-            "cat marker; echo \"$XRUNBENCH_COMMIT\" >&2",
-            t.path(),
-            &log,
-            &env,
-            false,
-        ) {
-            HookEnd::Done(_) => {}
-            other => panic!("{other:?}"),
-        }
-        assert_eq!(std::fs::read_to_string(&log).unwrap(), "mabc\n");
-        match run_hook("exit 125", t.path(), &log, &[], false) {
-            HookEnd::Failed(Some(125), why) => assert_eq!(why, "exit status 125"),
-            other => panic!("{other:?}"),
-        }
-    }
-
-    #[test]
     fn the_expected_kernel_comes_from_the_command_or_a_kernel_tree() {
         let t = tree();
         let log = t.path().join("deploy.log");
@@ -383,9 +275,7 @@ mod tests {
             .unwrap_err()
             .contains("expected one line"));
         d.expect_kernel = Some("exit 3".into());
-        assert!(expected_kernel(&d, &log)
-            .unwrap_err()
-            .contains("exit status 3"));
+        assert!(expected_kernel(&d, &log).unwrap_err().contains("exited 3"));
         // A kernel tree: make -s kernelrelease (here, a Makefile that
         // only knows that target).
         d.expect_kernel = None;

@@ -194,7 +194,16 @@ pub fn run(args: &BisectRunArgs) -> Result<ExitCode> {
         }
     };
     if let Some(path) = &args.junit {
-        if let Err(e) = write_atomic(path, junit(&b.cases, b.started.elapsed()).as_bytes()) {
+        if let Err(e) = write_atomic(
+            path,
+            crate::junit::stages(
+                "xrunbench bisect-run",
+                "bisect-run",
+                &b.cases,
+                b.started.elapsed(),
+            )
+            .as_bytes(),
+        ) {
             eprintln!("xtask bisect-run: {}: {e}", path.display());
         }
     }
@@ -934,45 +943,6 @@ fn wrap(text: &str) -> String {
     out
 }
 
-/// A JUnit XML document of the bisection's stages.
-fn junit(cases: &[(String, Option<String>)], took: Duration) -> String {
-    let esc = |s: &str| {
-        s.replace('&', "&amp;")
-            .replace('<', "&lt;")
-            .replace('>', "&gt;")
-            .replace('"', "&quot;")
-    };
-    let failures = cases.iter().filter(|c| c.1.is_some()).count();
-    let mut x = format!(
-        "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuite name=\"xrunbench bisect-run\" \
-         tests=\"{}\" failures=\"{failures}\" time=\"{:.1}\">\n",
-        cases.len(),
-        took.as_secs_f64()
-    );
-    for (name, failure) in cases {
-        match failure {
-            None => {
-                let _ = writeln!(
-                    x,
-                    "  <testcase classname=\"bisect-run\" name=\"{}\"/>",
-                    esc(name)
-                );
-            }
-            Some(f) => {
-                let _ = writeln!(
-                    x,
-                    "  <testcase classname=\"bisect-run\" name=\"{}\">\n    <failure \
-                     message=\"{}\"/>\n  </testcase>",
-                    esc(name),
-                    esc(f)
-                );
-            }
-        }
-    }
-    x.push_str("</testsuite>\n");
-    x
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -994,18 +964,5 @@ mod tests {
         let w = wrap(&format!("{long}\nshort"));
         assert!(w.lines().all(|l| l.len() <= 80), "{w}");
         assert!(w.ends_with("\nshort\n"), "{w}");
-    }
-
-    #[test]
-    fn junit_names_each_stage_and_escapes() {
-        let x = junit(
-            &[
-                ("endpoint good".into(), None),
-                ("endpoint bad".into(), Some("not <worse> & so".into())),
-            ],
-            Duration::from_secs(3),
-        );
-        assert!(x.contains("tests=\"2\" failures=\"1\""), "{x}");
-        assert!(x.contains("not &lt;worse&gt; &amp; so"), "{x}");
     }
 }

@@ -20,7 +20,7 @@ use std::time::{Instant, SystemTime};
 use serde::{Deserialize, Serialize};
 use xrunbench_schema::doc::{rfc3339, write_atomic};
 
-use super::deploy::{self, BoardEnd, Deploy, HookEnd, HOOK_SKIP};
+use super::deploy::{self, BoardEnd, Deploy, HOOK_SKIP};
 use super::rule::{Decision, Look, Rule};
 use crate::compare::metrics::Metric;
 use crate::results::{Outcome, RunManifest, RunWriter};
@@ -28,6 +28,7 @@ use crate::run::plan::PlannedTrial;
 use crate::run::scenario::{Scenario, ScenarioFile};
 use crate::run::session::{Session, SessionArgs, SetupError, TrialEnd};
 use crate::run::signals;
+use crate::target::hooks::{Hook, HookOutcome};
 
 /// git bisect: good.
 pub const EXIT_GOOD: u8 = 0;
@@ -88,7 +89,7 @@ pub struct StepSpec {
 pub struct Attempt {
     /// 1, 2, …
     pub n: u32,
-    /// How the deploy command ended (`ok`, `exit status 1`); none without
+    /// How the deploy command ended (`ok`, `exited 1`); none without
     /// one.
     pub deploy: Option<String>,
     /// `measured`, `infrastructure`, `skip`, `interrupted`.
@@ -354,21 +355,29 @@ fn attempt(p: &mut Progress, n: u32) -> (Option<String>, AttemptEnd) {
         let commit = p.record.commit.clone().unwrap_or_default();
         deploy::log_line(&log, &format!("attempt {n}: {cmd} (commit {commit})"));
         println!("bisect: deploying {} (attempt {n}): {cmd}", short(&commit));
+        let attempt = n.to_string();
+        let destination = spec
+            .scenario
+            .target
+            .as_ref()
+            .map(|t| t.destination.clone())
+            .unwrap_or_default();
         let env = [
-            ("XRUNBENCH_COMMIT", commit),
-            ("XRUNBENCH_ATTEMPT", n.to_string()),
-            (
-                "XRUNBENCH_TARGET",
-                spec.scenario
-                    .target
-                    .as_ref()
-                    .map(|t| t.destination.clone())
-                    .unwrap_or_default(),
-            ),
+            ("XRUNBENCH_COMMIT", commit.as_str()),
+            ("XRUNBENCH_ATTEMPT", attempt.as_str()),
+            ("XRUNBENCH_TARGET", destination.as_str()),
         ];
-        match deploy::run_hook(cmd, &d.tree, &log, &env, false) {
-            HookEnd::Done(_) => deployed = Some("ok".to_string()),
-            HookEnd::Failed(Some(HOOK_SKIP), why) => {
+        let hook = Hook {
+            name: "deploy",
+            command: cmd,
+            dir: Some(&d.tree),
+            env: &env,
+            timeout: None,
+        };
+        match hook.run(&log) {
+            HookOutcome::Succeeded => deployed = Some("ok".to_string()),
+            HookOutcome::Failed(HOOK_SKIP) => {
+                let why = HookOutcome::Failed(HOOK_SKIP).describe();
                 return (
                     Some(why),
                     AttemptEnd::Skip(format!(
@@ -376,22 +385,23 @@ fn attempt(p: &mut Progress, n: u32) -> (Option<String>, AttemptEnd) {
                          see {}",
                         log.display()
                     )),
+                );
+            }
+            HookOutcome::Interrupted => {
+                return (
+                    Some("stopped".into()),
+                    AttemptEnd::Interrupted("stopped by a signal while deploying".into()),
                 )
             }
-            HookEnd::Failed(_, why) => {
+            other => {
+                let why = other.describe();
                 return (
                     Some(why.clone()),
                     AttemptEnd::Infra(format!(
                         "the deploy command failed ({why}); see {}",
                         log.display()
                     )),
-                )
-            }
-            HookEnd::Interrupted => {
-                return (
-                    Some("stopped".into()),
-                    AttemptEnd::Interrupted("stopped by a signal while deploying".into()),
-                )
+                );
             }
         }
         let expected = match deploy::expected_kernel(d, &log) {

@@ -131,7 +131,7 @@ impl Stat {
 
     /// Percent against the baseline, mmtests' way: positive is better;
     /// spread is better when smaller whatever the metric; n has none.
-    fn percent(self, dir: Direction, base: f64, new: f64) -> Option<f64> {
+    pub fn percent(self, dir: Direction, base: f64, new: f64) -> Option<f64> {
         match (self, dir) {
             (Stat::N, _) => None,
             (Stat::Stddev | Stat::CoeffVar, _) => stats::pndiff(base, new),

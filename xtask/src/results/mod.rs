@@ -31,5 +31,5 @@ mod write;
 pub use self::layout::default_results_root;
 pub use self::log::LostTrial;
 pub use self::manifest::{Outcome, RunManifest, RunnerInfo, RUN_SCHEMA};
-pub use self::read::{playback_seconds, LoadError, RunDir};
+pub use self::read::{LoadError, RunDir};
 pub use self::write::RunWriter;

@@ -5,6 +5,7 @@
 
 use std::path::{Path, PathBuf};
 
+use xrunbench_schema::metrics::playback_seconds;
 use xrunbench_schema::trial::{TrialRecord, TRIAL_SCHEMA};
 
 use super::check::{check_measured, read_doc};
@@ -172,16 +173,6 @@ impl RunDir {
         }
         entries.sort_by_key(|e| e.trial().seq);
         Ok(entries)
-    }
-}
-
-/// Seconds the player played in a trial (wall clock; audio seconds if that
-/// is absent; 0 unless it is a measurement).
-pub fn playback_seconds(t: &TrialRecord) -> f64 {
-    match t.measured() {
-        Some(p) if p.wall_seconds > 0.0 => p.wall_seconds,
-        Some(p) => p.audio_seconds,
-        None => 0.0,
     }
 }
 

@@ -35,6 +35,8 @@ use crate::results::{default_results_root, Outcome, RunDir, RunWriter};
 
 /// Exit code for bad input (scenario, options).
 const EXIT_BAD_INPUT: u8 = 2;
+/// Exit code with `--gate` when a gate failed.
+const EXIT_GATE_FAILED: u8 = 1;
 /// Exit code after SIGINT/SIGTERM (as a shell reports 128 + SIGINT).
 const EXIT_INTERRUPTED: u8 = 130;
 
@@ -62,6 +64,14 @@ pub struct RunArgs {
     /// building them (for a board: binaries for its architecture).
     #[arg(long, value_name = "DIR")]
     pub bin_dir: Option<PathBuf>,
+    /// Judge the scenario's [gate] table after the run: exit 1 when a
+    /// gate failed.
+    #[arg(long)]
+    pub gate: bool,
+    /// Write a JUnit XML file of the run (a testsuite per configuration,
+    /// a testcase per metric, failed gates as failures).
+    #[arg(long, value_name = "FILE")]
+    pub junit: Option<PathBuf>,
     /// The board to run on.
     #[command(flatten)]
     pub target: TargetArgs,
@@ -196,6 +206,17 @@ pub fn run(args: &RunArgs) -> Result<ExitCode> {
     if let Err(msg) = apply_options(args, &mut scenario) {
         return Ok(bad_input(&[msg]));
     }
+    // Resolved before `--only` narrows the scenario: the baseline is the
+    // file's first configuration whatever runs.
+    let gates = match crate::gate::resolve(&args.scenario, &file, &scenario) {
+        Ok(g) => g,
+        Err(e) => return Ok(bad_input(&[e.0])),
+    };
+    let baseline = scenario
+        .configs
+        .first()
+        .map(|c| c.name.clone())
+        .unwrap_or_default();
     let on_board = scenario.target.is_some();
     let results_root = args
         .results_dir
@@ -270,11 +291,36 @@ pub fn run(args: &RunArgs) -> Result<ExitCode> {
             write_comparison_and_plots(&out, dir);
         }
     }
+    let mut gates_failed = false;
+    if let Some(dir) = &dir {
+        let ran: Vec<&str> = scenario.configs.iter().map(|c| c.name.as_str()).collect();
+        let gates: Vec<_> = gates
+            .into_iter()
+            .filter(|g| ran.contains(&g.config()))
+            .collect();
+        let verdicts = crate::gate::judge(&gates, dir, &baseline);
+        if args.gate || !verdicts.is_empty() {
+            println!();
+        }
+        for v in &verdicts {
+            println!("gate {}: {}", if v.pass { "pass" } else { "FAIL" }, v.line);
+        }
+        if args.gate && verdicts.is_empty() {
+            println!("gate: the scenario has no [gate] table: nothing to fail");
+        }
+        gates_failed = args.gate && !crate::gate::all_pass(&verdicts);
+        if let Some(j) = &args.junit {
+            if let Err(e) = crate::junit::write(j, dir, &verdicts, &manifest.target) {
+                first_error.get_or_insert(e);
+            }
+        }
+    }
     if let Some(e) = first_error {
         return Err(e);
     }
     println!("results: {}", run_dir.display());
     Ok(match outcome {
+        Outcome::Completed if gates_failed => ExitCode::from(EXIT_GATE_FAILED),
         Outcome::Completed => ExitCode::SUCCESS,
         Outcome::Interrupted { signal } => {
             eprintln!(

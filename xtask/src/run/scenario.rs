@@ -62,6 +62,10 @@ pub struct ScenarioFile {
     /// none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub monitor: Option<MonitorSetting>,
+    /// `[gate]`: pass/fail criteria for CI, per configuration and metric
+    /// (see [`crate::gate`]).
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub gate: crate::gate::GateTable,
 }
 
 /// `[monitor]` as written: cyclictest's measurement beside playback, and
@@ -137,6 +141,11 @@ pub struct TargetSpec {
     /// run ends.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reconnect_timeout: Option<Span>,
+    /// A host command line (`sh -c`) that power-cycles the board, run when
+    /// the board is lost, before reconnecting (`labgrid-client -p rpi4
+    /// power cycle`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub power_cycle: Option<String>,
     /// `bisect`: the command that builds this commit's kernel, installs it
     /// and reboots the board (run on the host, in the kernel tree, by
     /// `sh -c`; exit 125: the commit cannot be built, skip it).
@@ -421,6 +430,9 @@ pub struct SshTarget {
     pub retries: u32,
     /// Reconnecting is tried for this long.
     pub reconnect_timeout: Span,
+    /// The `power_cycle` hook, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub power_cycle: Option<String>,
     /// `bisect`'s deploy command, if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub deploy: Option<String>,
@@ -453,6 +465,7 @@ impl SshTarget {
             trial_timeout: default_trial_timeout(duration, warmup),
             retries: DEFAULT_RETRIES,
             reconnect_timeout: DEFAULT_RECONNECT_TIMEOUT,
+            power_cycle: None,
             deploy: None,
             boot_timeout: DEFAULT_BOOT_TIMEOUT,
             expect_kernel: None,
@@ -633,6 +646,8 @@ pub fn load(path: &Path) -> Result<(ScenarioFile, Scenario), ScenarioError> {
         .map_err(|e| ScenarioError(format!("{}: cannot read: {e}", path.display())))?;
     let file = parse(path, &text)?;
     let scenario = resolve(path, &file)?;
+    // Gates are judged after the run; a bad one is bad input now.
+    crate::gate::resolve(path, &file, &scenario)?;
     Ok((file, scenario))
 }
 
@@ -886,6 +901,15 @@ fn resolve_target(
     }
     if let Some(r) = t.reconnect_timeout {
         out.reconnect_timeout = r;
+    }
+    if let Some(c) = &t.power_cycle {
+        if c.trim().is_empty() {
+            return Err((
+                "power_cycle",
+                "is empty: a host command line like \"labgrid-client -p rpi4 power cycle\"".into(),
+            ));
+        }
+        out.power_cycle = Some(c.clone());
     }
     if let Some(d) = &t.deploy {
         check_command(d).map_err(|m| ("deploy", m))?;
@@ -1349,6 +1373,7 @@ mod tests {
         // 2 × (10 s + 1 s) + 60 s.
         assert_eq!(t.trial_timeout, Span::from_secs(82));
         assert_eq!(t.options, ["ProxyJump=gw"]);
+        assert_eq!(t.power_cycle, None);
         let here = parse_str(MIN).unwrap();
         assert_eq!(s.fingerprint("a"), here.fingerprint("a"));
         let back: Scenario = serde_json::from_str(&serde_json::to_string(&s).unwrap()).unwrap();
@@ -1381,6 +1406,10 @@ mod tests {
             (
                 "ssh = \"b\"\nconnect_timeout = \"10ms\"",
                 "target.connect_timeout: 10ms is outside 1s..1h",
+            ),
+            (
+                "ssh = \"b\"\npower_cycle = \" \"",
+                "target.power_cycle: is empty",
             ),
             (
                 "ssh = \"b\"\ndeploy = \" \"",

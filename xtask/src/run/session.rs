@@ -202,6 +202,7 @@ impl Session {
         let out = RunWriter::at(run_dir);
         let stem = spec.trial.stem();
         let retries = self.target.retries();
+        self.target.keep_logs_in(run_dir);
         let mut attempt = 1;
         loop {
             let run = self

@@ -8,6 +8,7 @@
 //! and everything else is shared.
 
 pub mod binaries;
+pub mod hooks;
 mod local;
 pub mod ssh;
 
@@ -113,6 +114,12 @@ pub trait Target {
     /// not a link: by default it is not retried).
     fn retries(&self) -> u32 {
         0
+    }
+
+    /// Where the target's own logs (its hooks' output) go from now on: the
+    /// run directory.
+    fn keep_logs_in(&mut self, dir: &Path) {
+        let _ = dir;
     }
 
     /// After a lost trial: the target back in working order — reconnected

@@ -34,6 +34,7 @@ use anyhow::{anyhow, bail, Context, Result};
 use sha2::{Digest, Sha256};
 use xrunbench_schema::probe::Probe;
 
+use super::hooks;
 use super::{last, run_to_end, Target, Unreachable, PID_MARKER};
 use crate::board::arch::Arch;
 use crate::board::build::BINARIES;
@@ -48,6 +49,10 @@ const ALIVE_COUNT: u32 = 3;
 /// How long a short remote command (uname, a hash list, a kill) may take
 /// on a live link: keep-alives end it sooner on a dead one.
 const SHORT_COMMAND: Duration = Duration::from_secs(60);
+/// How long the `power_cycle` hook may take.
+const POWER_CYCLE_LIMIT: Duration = Duration::from_secs(300);
+/// The hooks' log, in the run directory.
+pub const HOOK_LOG: &str = "hooks.log";
 /// After the link came back, how long the trial it cut off may take to
 /// restore its knobs and exit after SIGTERM before it is killed, s.
 const ORPHAN_GRACE_S: u32 = 20;
@@ -197,6 +202,9 @@ pub struct Ssh {
     deployed: Option<PathBuf>,
     /// WAV files put on the board's tmpfs: (host path, board path).
     staged: Vec<(PathBuf, String)>,
+    /// Where hooks write their output (the run directory once a run has
+    /// one; until then the control directory).
+    log_dir: Option<PathBuf>,
     finished: bool,
 }
 
@@ -235,6 +243,7 @@ impl Ssh {
             boot_id: None,
             deployed: None,
             staged: Vec::new(),
+            log_dir: None,
             finished: false,
         };
         let master = ssh.start_master().map_err(|e| anyhow!(e))?;
@@ -675,6 +684,41 @@ impl Ssh {
         }
     }
 
+    /// Runs the `power_cycle` hook, if there is one, with the link closed:
+    /// a line for people, or why the board cannot come back.
+    fn power_cycle(&mut self) -> Result<Option<String>, Unreachable> {
+        let Some(cmd) = self.settings.power_cycle.clone() else {
+            return Ok(None);
+        };
+        self.close_master();
+        let log = self
+            .log_dir
+            .clone()
+            .unwrap_or_else(|| self.control.path().to_path_buf())
+            .join(HOOK_LOG);
+        eprintln!(
+            "xtask: {} is lost: power_cycle hook: {cmd}",
+            self.describe()
+        );
+        let env = [("XRUNBENCH_TARGET", self.settings.destination.as_str())];
+        let outcome = hooks::Hook {
+            name: "power_cycle",
+            command: &cmd,
+            dir: None,
+            env: &env,
+            timeout: Some(POWER_CYCLE_LIMIT),
+        }
+        .run(&log);
+        if !outcome.succeeded() {
+            return Err(Unreachable(format!(
+                "the power_cycle hook `{cmd}` {} (its output: {})",
+                outcome.describe(),
+                log.display()
+            )));
+        }
+        Ok(Some(format!("power-cycled {} (`{cmd}`)", self.describe())))
+    }
+
     /// Closes the control master (politely, then by signal) if it runs.
     fn close_master(&self) {
         let Some(mut m) = self.master.borrow_mut().take() else {
@@ -842,13 +886,22 @@ impl Target for Ssh {
         self.settings.retries
     }
 
+    fn keep_logs_in(&mut self, dir: &Path) {
+        self.log_dir = Some(dir.to_path_buf());
+    }
+
     fn recover(&mut self, orphan: Option<u32>) -> Result<Vec<String>, Unreachable> {
         let mut lines = Vec::new();
         if !self.link_answers() {
+            if let Some(line) = self.power_cycle()? {
+                lines.push(line);
+            }
             self.reconnect()?;
-            lines = self
-                .after_reconnect(orphan)
-                .map_err(|e| Unreachable(format!("{} came back, then: {e:#}", self.describe())))?;
+            lines.extend(
+                self.after_reconnect(orphan).map_err(|e| {
+                    Unreachable(format!("{} came back, then: {e:#}", self.describe()))
+                })?,
+            );
         } else if let (Some(pid), Some(boot)) = (orphan, self.boot_id.clone()) {
             // The link held (the trial died or overran): make sure it is gone.
             if let Ok(Some(l)) = self.stop_orphan(pid, &boot) {

@@ -1,0 +1,562 @@
+//! `cargo xtask lava-results LOG|DIR`: a LAVA job's results back into a
+//! run directory (through the results layer), so `compare`, `plot` and
+//! `bisect` read it like any run.
+//!
+//! - **LOG**: the job log — `lava-run`'s stderr, or the server's log
+//!   (`- {"dt": …, "lvl": …, "msg": …}` lines). Its `"lvl": "results"`
+//!   lines are the test cases (YAML flow mappings whose numbers are
+//!   `! "…"`-tagged strings); its `"lvl": "target"` lines carry the
+//!   definition's documents (the scenario and every trial record, base64).
+//! - **DIR**: trial records copied off the board (`XRUNBENCH_RECORDS_DIR`),
+//!   with `--scenario FILE`.
+//!
+//! `--results FILE` (the server's results YAML export, a list of
+//! `{suite, name, result, measurement, unit}`) adds test cases to check.
+//! Every measurement case is checked against the records (the mean the
+//! board reported must be the mean of the records brought back), and the
+//! scenario's gates are judged here — all of them, those against the
+//! baseline too, which the board cannot judge.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use anyhow::{bail, Context, Result};
+use serde_norway::Value;
+use xrunbench_schema::gate::parse_measurement_case;
+use xrunbench_schema::trial::{TrialRecord, TRIAL_SCHEMA};
+
+use super::definition::{DOC_END_LINE, DOC_LINE};
+use crate::results::{default_results_root, Outcome, RunDir, RunManifest, RunWriter, RUN_SCHEMA};
+use crate::run::plan::make_plan;
+use crate::run::scenario::{self, ScenarioFile};
+
+/// Exit code for bad input.
+const EXIT_BAD_INPUT: u8 = 2;
+/// Exit code when `--gate` is given and a gate failed, or a measurement
+/// does not match the records.
+const EXIT_GATE_FAILED: u8 = 1;
+
+/// Arguments of `cargo xtask lava-results`.
+#[derive(clap::Args, Debug)]
+pub struct LavaResultsArgs {
+    /// The job log (lava-run's stderr, or the server's job log), or a
+    /// directory of trial records (then --scenario is needed).
+    #[arg(value_name = "LOG|DIR")]
+    pub input: PathBuf,
+    /// The scenario file (for a directory of records; a log carries it).
+    #[arg(long, value_name = "FILE")]
+    pub scenario: Option<PathBuf>,
+    /// The server's results YAML export, to check its measurements too.
+    #[arg(long, value_name = "FILE")]
+    pub results: Option<PathBuf>,
+    /// Where run directories go (default: <workspace>/results).
+    #[arg(long, value_name = "DIR")]
+    pub results_dir: Option<PathBuf>,
+    /// Appended to the run directory's name (default `lava`).
+    #[arg(long, default_value = "lava")]
+    pub label: String,
+    /// Exit 1 when a gate of the scenario failed.
+    #[arg(long)]
+    pub gate: bool,
+    /// Also write a JUnit XML file of the run and its gates.
+    #[arg(long, value_name = "FILE")]
+    pub junit: Option<PathBuf>,
+}
+
+/// One LAVA test case.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Case {
+    /// Its test definition as LAVA names it (`0_xrunbench-quick`); the
+    /// server's results name it `suite`.
+    pub definition: String,
+    /// The case (`fifo-80_underruns`).
+    pub name: String,
+    /// `pass`, `fail`, `skip`, `unknown`.
+    pub result: String,
+    /// Its measurement, if any.
+    pub measurement: Option<f64>,
+    /// Its units.
+    pub units: String,
+}
+
+/// What a job log holds for us.
+#[derive(Debug, Default)]
+pub struct JobLog {
+    /// The test cases, in log order (LAVA's own, definition `lava`, left
+    /// out).
+    pub cases: Vec<Case>,
+    /// Documents the definition printed: (kind, name) → bytes.
+    pub docs: BTreeMap<(String, String), Vec<u8>>,
+    /// Documents that were cut off or do not decode: one line each.
+    pub broken: Vec<String>,
+}
+
+/// `cargo xtask lava-results`.
+pub fn run(args: &LavaResultsArgs) -> Result<ExitCode> {
+    match convert(args) {
+        Ok(code) => Ok(code),
+        Err(e) => {
+            eprintln!("xtask: {e:#}");
+            Ok(ExitCode::from(EXIT_BAD_INPUT))
+        }
+    }
+}
+
+fn convert(args: &LavaResultsArgs) -> Result<ExitCode> {
+    let (mut log, records_dir) = if args.input.is_dir() {
+        (JobLog::default(), Some(args.input.clone()))
+    } else {
+        let text = std::fs::read_to_string(&args.input)
+            .with_context(|| format!("{}: cannot read", args.input.display()))?;
+        (parse_log(&text), None)
+    };
+    if let Some(r) = &args.results {
+        let text =
+            std::fs::read_to_string(r).with_context(|| format!("{}: cannot read", r.display()))?;
+        log.cases
+            .extend(parse_results_yaml(&text).with_context(|| r.display().to_string())?);
+    }
+    for b in &log.broken {
+        eprintln!("xtask: {}: {b}", args.input.display());
+    }
+    let file = scenario_file(args, &log)?;
+    let path = match &args.scenario {
+        Some(p) => p.clone(),
+        None => PathBuf::from(format!("{}.toml", file.name)),
+    };
+    let s = scenario::resolve(&path, &file).map_err(|e| anyhow::anyhow!(e.0))?;
+    let gates = crate::gate::resolve(&path, &file, &s).map_err(|e| anyhow::anyhow!(e.0))?;
+    let records = match &records_dir {
+        Some(d) => read_records_dir(d)?,
+        None => records_of(&log)?,
+    };
+    if records.is_empty() {
+        bail!(
+            "{}: no trial records (the log has no `{DOC_LINE} record` lines, or the directory no *.json)",
+            args.input.display()
+        );
+    }
+    let names: Vec<String> = s.configs.iter().map(|c| c.name.clone()).collect();
+    let plan = make_plan(&names, s.trials, s.order);
+    let measured = records.iter().filter(|r| r.measured().is_some()).count();
+    let outcome = if measured == plan.len() {
+        Outcome::Completed
+    } else {
+        Outcome::Failed {
+            error: format!(
+                "{measured} of {} planned trials have a measured record",
+                plan.len()
+            ),
+        }
+    };
+    let first = records
+        .iter()
+        .min_by(|a, b| a.started_at.cmp(&b.started_at))
+        .expect("records is not empty");
+    let manifest = RunManifest {
+        schema: RUN_SCHEMA.into(),
+        started_at: first.started_at.clone(),
+        label: Some(args.label.clone()),
+        target: format!("lava ({})", args.input.display()),
+        scenario_file: file.clone(),
+        scenario: s.clone(),
+        skipped: Vec::new(),
+        plan,
+        fingerprint: first.machine.clone(),
+        runner: crate::results::RunnerInfo::here(),
+        outcome: Some(outcome),
+    };
+    let root = args
+        .results_dir
+        .clone()
+        .unwrap_or_else(default_results_root);
+    let out = RunWriter::create(&root, &s.name, Some(&args.label))?;
+    out.manifest(&manifest)?;
+    for r in &records {
+        out.trial_record(r)?;
+    }
+    let dir = RunDir::load(out.dir()).map_err(|e| anyhow::anyhow!(e.0))?;
+    let mismatches = check_measurements(&log.cases, &dir);
+    for m in &mismatches {
+        eprintln!("xtask: {m}");
+    }
+    let baseline = names.first().cloned().unwrap_or_default();
+    let verdicts = crate::gate::judge(&gates, &dir, &baseline);
+    for v in &verdicts {
+        println!("gate {}: {}", if v.pass { "pass" } else { "FAIL" }, v.line);
+    }
+    if let Some(j) = &args.junit {
+        crate::junit::write(j, &dir, &verdicts, &manifest.target)?;
+    }
+    println!(
+        "{} LAVA case(s), {} record(s); run directory: {}",
+        log.cases.len(),
+        records.len(),
+        out.dir().display()
+    );
+    let failed = !mismatches.is_empty() || (args.gate && !crate::gate::all_pass(&verdicts));
+    Ok(if failed {
+        ExitCode::from(EXIT_GATE_FAILED)
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+/// The scenario: `--scenario`, else the one the definition printed.
+fn scenario_file(args: &LavaResultsArgs, log: &JobLog) -> Result<ScenarioFile> {
+    if let Some(p) = &args.scenario {
+        let text =
+            std::fs::read_to_string(p).with_context(|| format!("{}: cannot read", p.display()))?;
+        return scenario::parse(p, &text).map_err(|e| anyhow::anyhow!(e.0));
+    }
+    let Some(((_, name), bytes)) = log.docs.iter().find(|((k, _), _)| k == "scenario") else {
+        bail!(
+            "{}: no scenario in it (no `{DOC_LINE} scenario` lines): give --scenario FILE",
+            args.input.display()
+        );
+    };
+    serde_json::from_slice(bytes)
+        .with_context(|| format!("the scenario `{name}` in the log is not a scenario"))
+}
+
+/// The trial records the log carries, in plan order.
+fn records_of(log: &JobLog) -> Result<Vec<TrialRecord>> {
+    let mut out = Vec::new();
+    for ((kind, name), bytes) in &log.docs {
+        if kind != "record" {
+            continue;
+        }
+        out.push(record(bytes, &format!("the record `{name}` in the log"))?);
+    }
+    out.sort_by_key(|r| r.trial.seq);
+    Ok(out)
+}
+
+fn record(bytes: &[u8], what: &str) -> Result<TrialRecord> {
+    let r: TrialRecord =
+        serde_json::from_slice(bytes).with_context(|| format!("{what}: not a trial record"))?;
+    if r.schema != TRIAL_SCHEMA {
+        bail!("{what}: schema `{}`, expected `{TRIAL_SCHEMA}`", r.schema);
+    }
+    Ok(r)
+}
+
+/// Every `*.json` of `dir` as a trial record.
+fn read_records_dir(dir: &Path) -> Result<Vec<TrialRecord>> {
+    let mut paths: Vec<PathBuf> = std::fs::read_dir(dir)
+        .with_context(|| format!("{}: cannot read", dir.display()))?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "json"))
+        .collect();
+    paths.sort();
+    let mut out = Vec::new();
+    for p in paths {
+        let bytes = std::fs::read(&p).with_context(|| format!("{}: cannot read", p.display()))?;
+        out.push(record(&bytes, &p.display().to_string())?);
+    }
+    out.sort_by_key(|r| r.trial.seq);
+    Ok(out)
+}
+
+/// Each measurement case whose value is not the mean of the records':
+/// one line each (LAVA keeps 10 significant digits).
+fn check_measurements(cases: &[Case], dir: &RunDir) -> Vec<String> {
+    let mut out = Vec::new();
+    for c in cases {
+        let Some((config, metric)) = parse_measurement_case(&c.name) else {
+            continue;
+        };
+        let Some(reported) = c.measurement else {
+            continue;
+        };
+        let values: Vec<f64> = dir
+            .trials_of(config)
+            .iter()
+            .filter_map(|t| metric.of(t))
+            .collect();
+        let Some(mean) = xrunbench_schema::gate::Statistic::Mean.of(&values) else {
+            out.push(format!(
+                "case {}: LAVA has {reported}, the records have no value",
+                c.name
+            ));
+            continue;
+        };
+        if (mean - reported).abs() > 1e-6 * mean.abs().max(1.0) {
+            out.push(format!(
+                "case {}: LAVA has {reported}, the records' mean is {mean}",
+                c.name
+            ));
+        }
+    }
+    out
+}
+
+/// Reads a job log: lava-run's stderr (`{"dt": …}` lines) or the server's
+/// (`- {"dt": …}` lines). Lines that are not log entries are skipped.
+pub fn parse_log(text: &str) -> JobLog {
+    let mut log = JobLog::default();
+    let mut open: BTreeMap<(String, String), String> = BTreeMap::new();
+    for line in text.lines() {
+        let line = line.trim();
+        let line = line.strip_prefix("- ").unwrap_or(line);
+        if !line.starts_with('{') {
+            continue;
+        }
+        let Ok(v) = serde_norway::from_str::<Value>(line) else {
+            continue;
+        };
+        let v = untag(v);
+        match (v.get("lvl").and_then(Value::as_str), v.get("msg")) {
+            (Some("results"), Some(msg)) => {
+                if let Some(c) = case_of(msg, "definition", "units") {
+                    if c.definition != "lava" {
+                        log.cases.push(c);
+                    }
+                }
+            }
+            (Some("target"), Some(Value::String(msg))) => doc_line(msg, &mut open, &mut log),
+            _ => {}
+        }
+    }
+    for ((kind, name), _) in open {
+        log.broken.push(format!(
+            "the {kind} `{name}` was cut off (no `{DOC_END_LINE}` line)"
+        ));
+    }
+    log
+}
+
+/// One target line: a document's base64 line or its closing line.
+fn doc_line(msg: &str, open: &mut BTreeMap<(String, String), String>, log: &mut JobLog) {
+    let end_marker = format!("{DOC_END_LINE} ");
+    let marker = format!("{DOC_LINE} ");
+    if let Some(i) = msg.find(&end_marker) {
+        let mut w = msg[i + end_marker.len()..].split_whitespace();
+        let (Some(kind), Some(name), Some(bytes)) = (w.next(), w.next(), w.next()) else {
+            return;
+        };
+        let key = (kind.to_string(), name.to_string());
+        let b64 = open.remove(&key).unwrap_or_default();
+        match (decode_base64(&b64), bytes.parse::<usize>()) {
+            (Some(data), Ok(n)) if data.len() == n => {
+                log.docs.insert(key, data);
+            }
+            (Some(data), Ok(n)) => log.broken.push(format!(
+                "the {kind} `{name}` has {} bytes, expected {n}",
+                data.len()
+            )),
+            _ => log
+                .broken
+                .push(format!("the {kind} `{name}` is not base64")),
+        }
+    } else if let Some(i) = msg.find(&marker) {
+        let mut w = msg[i + marker.len()..].split_whitespace();
+        if let (Some(kind), Some(name), Some(chunk), None) =
+            (w.next(), w.next(), w.next(), w.next())
+        {
+            open.entry((kind.into(), name.into()))
+                .or_default()
+                .push_str(chunk);
+        }
+    }
+}
+
+/// The server's results YAML: a list of `{suite, name, result,
+/// measurement, unit}`.
+pub fn parse_results_yaml(text: &str) -> Result<Vec<Case>> {
+    let v: Value = serde_norway::from_str(text).context("not YAML")?;
+    let Value::Sequence(items) = untag(v) else {
+        bail!("expected a list of test results");
+    };
+    Ok(items
+        .iter()
+        .filter_map(|i| case_of(i, "suite", "unit"))
+        .filter(|c| c.definition != "lava")
+        .collect())
+}
+
+/// A test case from a results mapping; `definition_key`/`units_key`: the
+/// log's and the export's spellings differ.
+fn case_of(v: &Value, definition_key: &str, units_key: &str) -> Option<Case> {
+    let text = |k: &str| -> Option<String> {
+        match v.get(k)? {
+            Value::String(s) => Some(s.clone()),
+            Value::Number(n) => Some(n.to_string()),
+            _ => None,
+        }
+    };
+    Some(Case {
+        definition: text(definition_key)?,
+        name: text("case").or_else(|| text("name"))?,
+        result: text("result")?,
+        measurement: text("measurement").and_then(|m| m.trim().parse().ok()),
+        units: text(units_key).unwrap_or_default(),
+    })
+}
+
+/// `value` without YAML tags (`! "175"` is the string `175`).
+fn untag(v: Value) -> Value {
+    match v {
+        Value::Tagged(t) => untag(t.value),
+        Value::Sequence(s) => Value::Sequence(s.into_iter().map(untag).collect()),
+        Value::Mapping(m) => Value::Mapping(m.into_iter().map(|(k, v)| (k, untag(v))).collect()),
+        other => other,
+    }
+}
+
+/// Standard base64 (with padding, as `base64` prints it).
+fn decode_base64(text: &str) -> Option<Vec<u8>> {
+    fn value(c: u8) -> Option<u32> {
+        Some(match c {
+            b'A'..=b'Z' => c - b'A',
+            b'a'..=b'z' => c - b'a' + 26,
+            b'0'..=b'9' => c - b'0' + 52,
+            b'+' => 62,
+            b'/' => 63,
+            _ => return None,
+        } as u32)
+    }
+    let bytes = text.as_bytes();
+    if bytes.len() % 4 != 0 {
+        return None;
+    }
+    let mut out = Vec::with_capacity(bytes.len() / 4 * 3);
+    for chunk in bytes.chunks(4) {
+        let pad = chunk.iter().rev().take_while(|&&c| c == b'=').count();
+        if pad > 2 {
+            return None;
+        }
+        let mut n = 0u32;
+        for &c in &chunk[..4 - pad] {
+            n = (n << 6) | value(c)?;
+        }
+        n <<= 6 * pad as u32;
+        let three = [(n >> 16) as u8, (n >> 8) as u8, n as u8];
+        out.extend_from_slice(&three[..3 - pad]);
+    }
+    Some(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn base64_decodes_what_coreutils_writes() {
+        assert_eq!(decode_base64("aGVsbG8K").unwrap(), b"hello\n");
+        assert_eq!(decode_base64("aGk=").unwrap(), b"hi");
+        assert_eq!(decode_base64("aA==").unwrap(), b"h");
+        assert_eq!(decode_base64("").unwrap(), b"");
+        assert!(decode_base64("aGk").is_none());
+        assert!(decode_base64("a*k=").is_none());
+    }
+
+    #[test]
+    fn log_lines_give_cases_and_documents() {
+        // As lava-run writes them (2023.01): YAML-tagged numbers, control
+        // sequences before the output, LAVA's own cases.
+        let log = concat!(
+            r#"{"dt": "2026-12-01T01:20:14.26", "lvl": "results", "msg": {"case": "validate", "definition": "lava", "result": "pass"}}"#,
+            "\n",
+            r#"{"dt": "2026-12-01T01:20:16.11", "lvl": "target", "msg": "[?2004lxrunbench-doc record a-1 aGVs"}"#,
+            "\n",
+            r#"{"dt": "2026-12-01T01:20:16.11", "lvl": "target", "msg": "xrunbench-doc record a-1 bG8K"}"#,
+            "\n",
+            r#"{"dt": "2026-12-01T01:20:16.11", "lvl": "target", "msg": "xrunbench-doc-end record a-1 6"}"#,
+            "\n",
+            r#"{"dt": "2026-12-01T01:20:16.11", "lvl": "target", "msg": "xrunbench-doc record b-1 aGVs"}"#,
+            "\n",
+            r#"- {"dt": "2026-12-01T01:20:16.11", "lvl": "results", "msg": {"case": "a_underruns", "definition": "0_xrunbench-q", "endtc": ! "175", "measurement": ! "0.5", "result": "pass", "starttc": ! "175", "units": "underruns/min"}}"#,
+            "\n",
+            "not a log line\n",
+        );
+        let l = parse_log(log);
+        assert_eq!(
+            l.cases,
+            [Case {
+                definition: "0_xrunbench-q".into(),
+                name: "a_underruns".into(),
+                result: "pass".into(),
+                measurement: Some(0.5),
+                units: "underruns/min".into(),
+            }]
+        );
+        assert_eq!(
+            l.docs.get(&("record".into(), "a-1".into())).unwrap(),
+            b"hello\n"
+        );
+        assert_eq!(
+            l.broken,
+            ["the record `b-1` was cut off (no `xrunbench-doc-end` line)"]
+        );
+    }
+
+    #[test]
+    fn a_directory_of_records_becomes_a_run_with_its_gates_judged() {
+        use crate::results::testing;
+        let tmp = tempfile::tempdir().unwrap();
+        let records = tmp.path().join("records");
+        std::fs::create_dir(&records).unwrap();
+        for (config, seq, k) in [("base", 1, 1), ("new", 2, 1), ("base", 3, 2), ("new", 4, 2)] {
+            let mut r = testing::trial(config, k, |_| {});
+            r.trial.seq = seq;
+            let text = serde_json::to_string(&r).unwrap();
+            std::fs::write(records.join(format!("{config}-{k}.json")), text).unwrap();
+        }
+        let scenario = tmp.path().join("synthetic.toml");
+        std::fs::write(
+            &scenario,
+            "name = \"synthetic\"\ntrials = 2\n[audio]\ngenerate = {}\n\
+             [[config]]\nname = \"base\"\n[[config]]\nname = \"new\"\n\
+             [gate.new]\nhackbench-round = { max = 0 }\n",
+        )
+        .unwrap();
+        let results_dir = tmp.path().join("results");
+        let mut args = LavaResultsArgs {
+            input: records.clone(),
+            scenario: Some(scenario),
+            results: None,
+            results_dir: Some(results_dir.clone()),
+            label: "lava".into(),
+            gate: false,
+            junit: None,
+        };
+        assert_eq!(
+            format!("{:?}", convert(&args).unwrap()),
+            format!("{:?}", ExitCode::SUCCESS)
+        );
+        // With --gate the failing gate (a round never takes 0 ms) fails.
+        args.gate = true;
+        assert_eq!(
+            format!("{:?}", convert(&args).unwrap()),
+            format!("{:?}", ExitCode::from(EXIT_GATE_FAILED))
+        );
+        let run = std::fs::read_dir(results_dir.join("synthetic"))
+            .unwrap()
+            .next()
+            .unwrap()
+            .unwrap()
+            .path();
+        let dir = RunDir::load(&run).unwrap();
+        assert_eq!(dir.configs, ["base", "new"]);
+        assert_eq!(dir.records.len(), 4);
+        let m = dir.manifest.unwrap();
+        assert_eq!(m.plan.len(), 4);
+        assert_eq!(m.outcome, Some(Outcome::Completed));
+        // Without a scenario, a directory says what is missing.
+        args.scenario = None;
+        let e = convert(&args).unwrap_err().to_string();
+        assert!(e.contains("give --scenario FILE"), "{e}");
+    }
+
+    #[test]
+    fn the_servers_results_export_reads() {
+        let text = "- {id: 1, job: 7, level: '', logged: '2026-12-01', measurement: '0.5000000000', name: a_underruns, result: pass, suite: 0_xrunbench-q, unit: underruns/min}\n\
+                    - {measurement: null, name: job, result: pass, suite: lava, unit: ''}\n";
+        let cases = parse_results_yaml(text).unwrap();
+        assert_eq!(cases.len(), 1);
+        assert_eq!(cases[0].measurement, Some(0.5));
+        assert_eq!(cases[0].definition, "0_xrunbench-q");
+    }
+}
