@@ -26,7 +26,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 use xrunbench_schema::trial::{AudioInput, TrialRecord};
 
 use self::plan::PlannedTrial;
@@ -258,22 +258,20 @@ pub fn run(args: &RunArgs) -> Result<ExitCode> {
     // How the run ended goes into run.json first: nothing that may fail
     // below (a full disk) may keep it from being recorded.
     manifest.outcome = Some(outcome.clone());
-    let mut first_error = out.manifest(&manifest).err();
+    let mut write_errors = Vec::new();
+    write_errors.extend(out.final_manifest(&manifest).err());
     let measured = dir.as_ref().map_or(0, |d| d.records.len());
     if let Some(dir) = &dir {
         debug_assert!(measured == finished || matches!(outcome, Outcome::Failed { .. }));
-        if let Err(e) = write_summary(&out, dir, &outcome) {
-            first_error.get_or_insert(e);
-        }
+        write_errors.extend(write_summary(&out, dir, &outcome).err());
         if measured > 0 {
-            write_comparison_and_plots(&out, dir);
+            write_errors.extend(write_comparison_and_plots(&out, dir).err());
         }
-    }
-    if let Some(e) = first_error {
-        return Err(e);
     }
     println!("results: {}", run_dir.display());
-    Ok(match outcome {
+    // The first thing that went wrong is said first; what could not be
+    // written afterwards (often for the same reason) follows.
+    let code = match outcome {
         Outcome::Completed => ExitCode::SUCCESS,
         Outcome::Interrupted { signal } => {
             eprintln!(
@@ -285,6 +283,14 @@ pub fn run(args: &RunArgs) -> Result<ExitCode> {
             eprintln!("xtask: {error}");
             ExitCode::FAILURE
         }
+    };
+    for e in &write_errors {
+        eprintln!("xtask: {e:#}");
+    }
+    Ok(if write_errors.is_empty() || code != ExitCode::SUCCESS {
+        code
+    } else {
+        ExitCode::FAILURE
     })
 }
 
@@ -298,24 +304,20 @@ fn write_summary(out: &RunWriter, dir: &RunDir, outcome: &Outcome) -> Result<()>
 
 /// After the trials: prints the comparison table and writes it in every
 /// format (`comparison.txt`, `.md`, `.csv`, `.json`) and the plots into
-/// the run directory. A problem here is reported but does not fail the
-/// run: the trials are already safe.
-fn write_comparison_and_plots(out: &RunWriter, dir: &RunDir) {
+/// the run directory. The trials are already safe; an error here is
+/// reported after the run's outcome.
+fn write_comparison_and_plots(out: &RunWriter, dir: &RunDir) -> Result<()> {
     use crate::compare::export::{exporter, Format};
     use crate::compare::{build, table::Significance, ALPHA};
-    let result = (|| -> Result<()> {
-        let table = build(std::slice::from_ref(dir), Significance::Mwu, ALPHA);
-        println!();
-        print!("{}", exporter(Format::Text).render(&table));
-        for format in Format::ALL {
-            out.comparison(format.extension(), &exporter(format).render(&table))?;
-        }
-        crate::plot::write_all(dir)?;
-        Ok(())
-    })();
-    if let Err(e) = result {
-        eprintln!("xtask: comparison or plots not written: {e:#}");
+    let table = build(std::slice::from_ref(dir), Significance::Mwu, ALPHA);
+    println!();
+    print!("{}", exporter(Format::Text).render(&table));
+    for format in Format::ALL {
+        out.comparison(format.extension(), &exporter(format).render(&table))
+            .context("comparison not written")?;
     }
+    crate::plot::write_all(dir).context("plots not written")?;
+    Ok(())
 }
 
 fn bad_input(lines: &[String]) -> ExitCode {
