@@ -140,6 +140,20 @@ pub fn check_measured(path: &Path, record: &TrialRecord) -> Result<(), LoadError
         if let Some(s) = l.params.duration_s {
             duration(path, "load.params.duration_s", s, Unit::Seconds)?;
         }
+        // The rounds ran one after another within one trial: their sum is
+        // a duration too (and the tables add them up).
+        let total = l
+            .rounds_us
+            .iter()
+            .try_fold(0u64, |sum, &us| sum.checked_add(us));
+        if total.is_none() {
+            return Err(LoadError(format!(
+                "{}: load.rounds_us sums to more than {} us: expected the round times of one \
+                 trial in us (the longest trial a spec can ask for)",
+                path.display(),
+                u64::MAX
+            )));
+        }
     }
     Ok(())
 }

@@ -365,6 +365,16 @@ mod tests {
     }
 
     #[test]
+    fn load_rounds_that_overflow_a_sum_are_refused() {
+        let e = error_with(|v| v["load"]["rounds_us"] = json!([u64::MAX, 1]));
+        assert!(
+            e.contains("trials/a-2.json: load.rounds_us sums to more than ")
+                && e.contains("expected the round times of one trial in us"),
+            "{e}"
+        );
+    }
+
+    #[test]
     fn unknown_schemas_are_named() {
         let e = error_with(|v| v["player"]["schema"] = json!("xrunbench.player/2"));
         assert!(
