@@ -181,9 +181,12 @@ fn trial(
     let audio = PreparedAudio::prepare(spec, machine)?;
     // The tools' reports are scratch: read into the record, then removed
     // on every path (a full disk, a failing tool), never left beside it.
+    // Named as temporaries of this process, so that after a SIGKILL the
+    // runner's sweep knows them for a dead writer's.
+    let me = std::process::id();
     let scratch = Scratch(vec![
-        work.path.join(format!(".{stem}.player.json")),
-        work.path.join(format!(".{stem}.load.json")),
+        work.path.join(format!(".{stem}.player.json.tmp-{me}")),
+        work.path.join(format!(".{stem}.load.json.tmp-{me}")),
     ]);
     let (player_json, load_json) = (&scratch.0[0], &scratch.0[1]);
     let duration_s = spec.duration_us as f64 / 1e6;

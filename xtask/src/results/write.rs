@@ -119,7 +119,13 @@ impl RunWriter {
 
     /// The room set aside for the final `run.json`.
     fn reserve_path(&self) -> PathBuf {
-        self.dir.join(RESERVE)
+        self.dir.join(reserve_name())
+    }
+
+    /// Removes what killed writers left in the run directory: temporaries
+    /// of atomic writes and a trial's scratch files, whose process is gone.
+    pub fn sweep(&self) -> Vec<PathBuf> {
+        xrunbench_schema::doc::sweep_dead_temporaries(&self.dir)
     }
 
     /// A trial record: `trials/<stem>.json` when it is a measurement, else
@@ -163,8 +169,11 @@ impl RunWriter {
 }
 
 /// The hidden file that holds room for the final `run.json` while a run
-/// is under way (a SIGKILLed runner leaves it; no reader looks at it).
-const RESERVE: &str = ".run.json.reserve";
+/// is under way: a temporary of this process, so that what a SIGKILLed
+/// runner leaves is swept ([`RunWriter::sweep`], `cargo xtask restore`).
+fn reserve_name() -> String {
+    format!(".run.json.reserve.tmp-{}", std::process::id())
+}
 
 /// Room for the outcome (an error line) beyond the first `run.json`, and
 /// for the filesystem's rounding to blocks.
@@ -230,7 +239,7 @@ mod tests {
         let w = RunWriter::create(root.path(), "s", None).unwrap();
         let mut m = crate::results::testing::manifest(&["a"]);
         w.manifest(&m).unwrap();
-        let reserve = w.dir().join(RESERVE);
+        let reserve = w.dir().join(reserve_name());
         let run_json = fs::metadata(w.dir().join("run.json")).unwrap().len();
         assert_eq!(
             fs::metadata(&reserve).unwrap().len(),

@@ -139,6 +139,10 @@ pub struct RestoreArgs {
     /// Use xrun-trial from DIR instead of building it.
     #[arg(long, value_name = "DIR")]
     pub bin_dir: Option<PathBuf>,
+    /// Where run directories are (default: <workspace>/results): what a
+    /// killed run left half-written there is removed.
+    #[arg(long, value_name = "DIR")]
+    pub results_dir: Option<PathBuf>,
     /// On this board instead of here.
     #[command(flatten)]
     pub target: TargetArgs,
@@ -177,6 +181,15 @@ pub fn restore(args: &RestoreArgs) -> Result<ExitCode> {
     let (ok, lines) = restored?;
     for l in lines {
         println!("{l}");
+    }
+    // The host's share of what a killed run leaves: temporaries in the
+    // results, whose writer is gone.
+    let results = args
+        .results_dir
+        .clone()
+        .unwrap_or_else(default_results_root);
+    for p in xrunbench_schema::doc::sweep_dead_temporaries(&results) {
+        println!("removed {}, left by a killed run", p.display());
     }
     Ok(if ok {
         ExitCode::SUCCESS
@@ -244,6 +257,11 @@ pub fn run(args: &RunArgs) -> Result<ExitCode> {
 
     let (finished, outcome) = run_plan(&mut session, &run_dir, &plan);
     session.finish();
+    // A trial killed on the way (its scratch files) or an earlier writer
+    // killed mid-write left files no reader wants.
+    for p in out.sweep() {
+        eprintln!("xtask: removed {}, left by a killed process", p.display());
+    }
     // Everything after the trials reads back what is on disk: what a later
     // `compare` sees.
     let (outcome, dir) = match RunDir::read(&run_dir) {
