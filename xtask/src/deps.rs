@@ -339,15 +339,16 @@ fn packages_of(groups: &[&'static Group]) -> Vec<&'static Package> {
 /// them (the scenario's backends are built into the player).
 pub const RUN: Needs = Needs {
     command: "run",
-    groups: &[&BUILD],
-    starts: &[],
+    groups: &[&BUILD, &BASE],
+    // `sh`: bisect's deploy and expect-kernel commands.
+    starts: &[&[programs::SH]],
 };
 
 /// `cargo xtask run` and `bisect` with `--bin-dir`: nothing is built.
 pub const RUN_PREBUILT: Needs = Needs {
     command: "run --bin-dir",
-    groups: &[&PLAYER_RUNTIME],
-    starts: &[],
+    groups: &[&PLAYER_RUNTIME, &BASE],
+    starts: &[&[programs::SH]],
 };
 
 /// `run`, `bisect`, `restore` and `board check` on a board over SSH: the
@@ -775,8 +776,21 @@ mod tests {
 
     #[test]
     fn run_installs_only_the_build_prerequisites() {
-        assert_eq!(names(&RUN), ["pkg-config", "libasound2-dev"]);
-        assert_eq!(names(&RUN_PREBUILT), ["libasound2"]);
+        // The essential base tools: bisect's deploy commands run by `sh`.
+        assert_eq!(
+            names(&RUN),
+            [
+                "pkg-config",
+                "libasound2-dev",
+                "util-linux",
+                "coreutils",
+                "dash"
+            ]
+        );
+        assert_eq!(
+            names(&RUN_PREBUILT),
+            ["libasound2", "util-linux", "coreutils", "dash"]
+        );
         assert_eq!(
             names(&RUN_SSH),
             [

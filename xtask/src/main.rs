@@ -50,6 +50,9 @@ enum Verb {
     Plot(plot::PlotArgs),
     /// One `git bisect run` step: exit 0 good, 1 bad, 125 skip.
     Bisect(bisect::BisectArgs),
+    /// The whole bisection on a board: endpoints confirmed, `git bisect
+    /// run` with a deploying step, the culprit confirmed, the report.
+    BisectRun(bisect::run::BisectRunArgs),
     /// Monte Carlo: trials per bisect step vs a fixed-n test.
     #[command(hide = true)]
     BisectSim(bisect::sim::SimArgs),
@@ -76,6 +79,7 @@ fn main() -> std::process::ExitCode {
         Verb::Compare(args) => compare::run(&args),
         Verb::Plot(args) => plot::run(&args),
         Verb::Bisect(args) => bisect::run(&args),
+        Verb::BisectRun(args) => bisect::run::run(&args),
         Verb::BisectSim(args) => bisect::sim::run(&args),
     };
     match result {

@@ -4,7 +4,7 @@
 //! callback): a device that does not take the file's own format gets
 //! 32-bit float, or failing that signed 16/32-bit integers.
 
-use crate::wav::SampleFormat;
+use xrunbench_schema::SampleFormat;
 
 /// Decodes one sample as a left-justified signed 32-bit value.
 fn decode_i32(from: SampleFormat, b: &[u8]) -> i32 {

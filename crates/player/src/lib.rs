@@ -5,28 +5,36 @@
 //! This crate runs on the boards under test (aarch64, armv7): it depends on
 //! nothing host-only.
 
+//!
+//! The library is the binary's body and what its tests reach: [`cli::Cli`],
+//! [`run`], [`list_devices`], and two facts the tests ask about the
+//! machine. Everything else is private to the crate.
+
 pub mod cli;
-pub mod clock;
-pub mod convert;
-pub mod nearmiss;
-pub mod play;
-pub mod report;
-pub mod ring;
-pub mod signals;
-pub mod sink;
-pub mod system;
-pub mod tmpfs;
-pub mod wav;
+mod clock;
+mod convert;
+mod nearmiss;
+mod play;
+mod report;
+mod ring;
+mod signals;
+mod sink;
+mod system;
+mod tmpfs;
+
+pub use sink::cpal_sink::list_devices;
+pub use tmpfs::is_on_tmpfs;
 
 use std::path::{Path, PathBuf};
 
 use xrunbench_schema::player::{EndReason, FileInfo, PlayerReport, ProcessInfo};
+use xrunbench_schema::{Backend, Priority};
+use xrunbench_wav::WavStream;
 
-use cli::{BackendChoice, Cli};
+use cli::Cli;
 use play::PlayOptions;
 use sink::{BufferRequest, Sink, StreamFormat};
 use tmpfs::{TmpCopy, TmpfsPolicy};
-use wav::WavStream;
 
 /// Why the player failed; each kind has its exit code.
 #[derive(Debug, thiserror::Error)]
@@ -73,24 +81,23 @@ pub fn has_sound_card() -> bool {
 }
 
 /// The backend `--backend` resolves to, and the sentence that says why.
-fn choose_backend(cli: &Cli) -> (BackendChoice, String) {
+fn choose_backend(cli: &Cli) -> (Backend, String) {
     match cli.backend {
-        BackendChoice::Alsa => (BackendChoice::Alsa, "alsa (asked for)".into()),
-        BackendChoice::Virtual => (BackendChoice::Virtual, "virtual (asked for)".into()),
-        BackendChoice::Cpal => (
-            BackendChoice::Cpal,
-            format!("cpal, host {} (asked for)", cli.host.name()),
+        Backend::Alsa => (Backend::Alsa, "alsa (asked for)".into()),
+        Backend::Virtual => (Backend::Virtual, "virtual (asked for)".into()),
+        Backend::Cpal => (
+            Backend::Cpal,
+            format!("cpal, host {} (asked for)", cli.host),
         ),
-        BackendChoice::Auto if cli.device != "default" => (
-            BackendChoice::Alsa,
+        Backend::Auto if cli.device != "default" => (
+            Backend::Alsa,
             format!("auto: alsa, because -D {} names a device", cli.device),
         ),
-        BackendChoice::Auto if has_sound_card() => (
-            BackendChoice::Alsa,
-            "auto: alsa, a sound card is present".into(),
-        ),
-        BackendChoice::Auto => (
-            BackendChoice::Virtual,
+        Backend::Auto if has_sound_card() => {
+            (Backend::Alsa, "auto: alsa, a sound card is present".into())
+        }
+        Backend::Auto => (
+            Backend::Virtual,
             "auto: virtual, no sound card found (/proc/asound/cards lists none)".into(),
         ),
     }
@@ -127,11 +134,7 @@ fn stream_source(
     }
 }
 
-fn open_sink(
-    cli: &Cli,
-    choice: BackendChoice,
-    fmt: StreamFormat,
-) -> Result<Box<dyn Sink>, PlayerError> {
+fn open_sink(cli: &Cli, choice: Backend, fmt: StreamFormat) -> Result<Box<dyn Sink>, PlayerError> {
     let req = BufferRequest {
         buffer_time_us: cli.buffer_time,
         period_time_us: cli.period_time,
@@ -139,8 +142,8 @@ fn open_sink(
         period_frames: cli.period_size,
     };
     match choice {
-        BackendChoice::Virtual => Ok(Box::new(sink::virtual_pcm::VirtualPcm::open(fmt, &req))),
-        BackendChoice::Cpal => {
+        Backend::Virtual => Ok(Box::new(sink::virtual_pcm::VirtualPcm::open(fmt, &req))),
+        Backend::Cpal => {
             let opts = sink::cpal_sink::CpalOptions {
                 host: cli.host,
                 device: cli.device.clone(),
@@ -187,18 +190,18 @@ fn check_json_destination(dest: &Path) -> Result<(), PlayerError> {
 /// file) runs one real-time step below it, so that at the same priority on
 /// the same CPU it never holds the callback off (SCHED_FIFO does not
 /// preempt its equals).
-fn writer_priority(cli: &Cli, choice: BackendChoice) -> Option<system::Priority> {
-    use system::Priority::{Fifo, Rr};
+fn writer_priority(cli: &Cli, choice: Backend) -> Option<Priority> {
+    use Priority::{Fifo, Rr};
     match (cli.priority, choice) {
-        (Some(Fifo(n)), BackendChoice::Cpal) if n > 1 => Some(Fifo(n - 1)),
-        (Some(Rr(n)), BackendChoice::Cpal) if n > 1 => Some(Rr(n - 1)),
+        (Some(Fifo(n)), Backend::Cpal) if n > 1 => Some(Fifo(n - 1)),
+        (Some(Rr(n)), Backend::Cpal) if n > 1 => Some(Rr(n - 1)),
         (p, _) => p,
     }
 }
 
 /// Applies the writer's priority and `--cpu` to the calling thread;
 /// returns what took, for the report.
-fn apply_scheduling(cli: &Cli, choice: BackendChoice) -> (String, String) {
+fn apply_scheduling(cli: &Cli, choice: Backend) -> (String, String) {
     let priority = writer_priority(cli, choice).map_or("unchanged".into(), system::apply_priority);
     let affinity = cli
         .cpu
@@ -218,14 +221,7 @@ pub fn run(cli: &Cli) -> Result<Finished, PlayerError> {
     }
     // Validate the file as given (errors name the user's path), then stream
     // from tmpfs.
-    let probe = WavStream::open(file).map_err(|e| PlayerError::Input(e.to_string()))?;
-    if probe.spec().frames == 0 {
-        return Err(PlayerError::Input(format!(
-            "{}: the data chunk holds no audio frames",
-            file.display()
-        )));
-    }
-    drop(probe);
+    drop(WavStream::open(file).map_err(|e| PlayerError::Input(e.to_string()))?);
     let (source, _copy) = stream_source(file, cli.tmpfs)?;
     let mut stream = WavStream::open(&source).map_err(|e| PlayerError::Input(e.to_string()))?;
     let spec = stream.spec().clone();
@@ -235,7 +231,7 @@ pub fn run(cli: &Cli) -> Result<Finished, PlayerError> {
         channels: spec.channels,
     };
     let (choice, why) = choose_backend(cli);
-    if !cli.quiet && cli.backend == BackendChoice::Auto {
+    if !cli.quiet && cli.backend == Backend::Auto {
         eprintln!("xrun-player: backend {why}");
     }
     let mut sink = open_sink(cli, choice, fmt)?;
@@ -268,13 +264,13 @@ pub fn run(cli: &Cli) -> Result<Finished, PlayerError> {
         quiet: cli.quiet,
         // cpal's stalls go into its data callback (given at open), not
         // into this writer thread.
-        stalls: if choice == BackendChoice::Cpal {
+        stalls: if choice == Backend::Cpal {
             Vec::new()
         } else {
             cli.selftest_stall.clone()
         },
     };
-    let started_at = report::rfc3339_now();
+    let started_at = xrunbench_schema::doc::rfc3339_millis(std::time::SystemTime::now());
     let outcome = play::play(sink.as_mut(), &mut stream, &opts, signals::stop_flag())
         .map_err(|e| PlayerError::Other(e.to_string()))?;
     if let (Some(p), _) = &outcome.feeder_scheduling {
@@ -304,9 +300,8 @@ pub fn run(cli: &Cli) -> Result<Finished, PlayerError> {
     let params = report::negotiated(sink.setup(), &why);
     let report = report::build(started_at, file, params, outcome, process);
     if let Some(dest) = &cli.json {
-        report::write_json(&report, dest).map_err(|e| {
-            PlayerError::Other(format!("--json {}: cannot write: {e}", dest.display()))
-        })?;
+        report::write_json(&report, dest)
+            .map_err(|e| PlayerError::Other(format!("--json: cannot write the report: {e}")))?;
     }
     if !cli.quiet {
         eprint!("{}", report::summary(&report));

@@ -21,7 +21,7 @@ fn main() -> ExitCode {
         }
     };
     if cli.list_devices {
-        print!("{}", xrunbench_player::sink::cpal_sink::list_devices());
+        print!("{}", xrunbench_player::list_devices());
         return ExitCode::SUCCESS;
     }
     match xrunbench_player::run(&cli) {

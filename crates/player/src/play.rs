@@ -17,7 +17,7 @@ use xrunbench_schema::player::{
 use crate::clock::{self, frames_to_ns, ms, MonoNs};
 use crate::nearmiss::NearMiss;
 use crate::sink::{Sink, SinkError};
-use crate::wav::WavStream;
+use xrunbench_wav::WavStream;
 
 /// Periods read from the file at once.
 const READ_AHEAD_PERIODS: usize = 16;
@@ -118,7 +118,8 @@ struct Player<'a> {
     rate: u32,
     buffer: i64,
     period: i64,
-    device_clock: Option<ClockSource>,
+    /// The sink's clock: the one behind a stamp `xrun_stamp` gives.
+    device_clock: ClockSource,
     start: MonoNs,
     /// Our prediction of the moment the queue runs dry.
     dry_at: Option<MonoNs>,
@@ -150,13 +151,6 @@ pub fn play(
     stop: &AtomicBool,
 ) -> Result<PlayOutcome, PlayError> {
     let setup = sink.setup().clone();
-    let device_clock = if setup.backend == "virtual" {
-        Some(ClockSource::Virtual)
-    } else if setup.hardware {
-        Some(ClockSource::Kernel)
-    } else {
-        None
-    };
     let frame_bytes = stream.spec().frame_bytes();
     let period_bytes = setup.period_frames as usize * frame_bytes;
     // The only buffer of the steady state, allocated (and touched) once. It
@@ -178,7 +172,7 @@ pub fn play(
         rate: setup.rate,
         buffer: setup.buffer_frames as i64,
         period: setup.period_frames as i64,
-        device_clock,
+        device_clock: setup.clock,
         start: clock::now(),
         dry_at: None,
         queued_us: None,
@@ -365,8 +359,8 @@ impl Player<'_> {
     fn on_underrun(&mut self, file_frame: u64, file_loop: u64) -> Result<Step, PlayError> {
         let now = clock::now();
         let stamp = self.sink.xrun_stamp().stopped_at;
-        let (began, clock_used, trusted) = match (stamp, self.device_clock) {
-            (Some(t), Some(c)) if self.plausible(t, now) => (t, c, true),
+        let (began, clock_used, trusted) = match stamp {
+            Some(t) if self.plausible(t, now) => (t, self.device_clock, true),
             _ => match self.dry_at {
                 Some(t) if self.plausible(t, now) => (t, ClockSource::Player, true),
                 // No figure we could trust: the gap runs from now, and the

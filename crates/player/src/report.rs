@@ -45,15 +45,7 @@ pub fn negotiated(setup: &Setup, backend_choice: &str) -> Negotiated {
         period_us: us(setup.period_frames),
         start_threshold: setup.start_threshold,
         stop_threshold: setup.stop_threshold,
-        underrun_clock: if setup.backend == "virtual" {
-            ClockSource::Virtual
-        } else if setup.backend == "cpal" {
-            ClockSource::Cpal
-        } else if setup.hardware {
-            ClockSource::Kernel
-        } else {
-            ClockSource::Player
-        },
+        underrun_clock: setup.clock,
         notes: setup.notes.clone(),
     }
 }
@@ -88,20 +80,14 @@ pub fn build(
 }
 
 /// Writes the report as JSON to `dest` (`-` is stdout). A file is written
-/// whole or not at all (temporary file, then rename).
+/// whole or not at all ([`xrunbench_schema::doc::write_atomic`]).
 pub fn write_json(report: &PlayerReport, dest: &Path) -> std::io::Result<()> {
-    let json = serde_json::to_vec_pretty(report).map_err(std::io::Error::other)?;
+    let mut json = serde_json::to_vec_pretty(report).map_err(std::io::Error::other)?;
+    json.push(b'\n');
     if dest == Path::new("-") {
-        let mut out = std::io::stdout().lock();
-        out.write_all(&json)?;
-        return out.write_all(b"\n");
+        return std::io::stdout().lock().write_all(&json);
     }
-    let tmp = dest.with_extension(format!("tmp{}", std::process::id()));
-    let result = std::fs::write(&tmp, &json).and_then(|()| std::fs::rename(&tmp, dest));
-    if result.is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
-    result
+    xrunbench_schema::doc::write_atomic(dest, &json)
 }
 
 fn ms(us: u64) -> f64 {
@@ -179,45 +165,9 @@ fn clock_name(c: ClockSource) -> &'static str {
     }
 }
 
-/// Now as RFC 3339 UTC with milliseconds, without a date crate.
-pub fn rfc3339_now() -> String {
-    let d = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap_or_default();
-    rfc3339(d.as_secs() as i64, d.subsec_millis())
-}
-
-/// Seconds since the epoch as RFC 3339 UTC (civil-from-days, H. Hinnant).
-pub fn rfc3339(secs: i64, millis: u32) -> String {
-    let days = secs.div_euclid(86_400);
-    let sod = secs.rem_euclid(86_400);
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    format!(
-        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{millis:03}Z",
-        sod / 3600,
-        sod / 60 % 60,
-        sod % 60
-    )
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn rfc3339_known_dates() {
-        assert_eq!(rfc3339(0, 0), "1970-01-01T00:00:00.000Z");
-        assert_eq!(rfc3339(951_782_400, 5), "2000-02-29T00:00:00.005Z");
-        assert_eq!(rfc3339(1_796_000_000, 0), "2026-11-30T00:53:20.000Z");
-    }
 
     #[test]
     fn totals_of_no_events_are_zero() {

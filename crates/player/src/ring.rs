@@ -143,11 +143,6 @@ impl Consumer {
         self.shared.head.load(Ordering::Acquire).wrapping_sub(tail)
     }
 
-    /// Whether nothing is available.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
     /// Pops up to `out.len()` bytes into `out`; returns the bytes popped.
     pub fn pop(&mut self, out: &mut [u8]) -> usize {
         let n = out.len().min(self.len());
@@ -205,7 +200,7 @@ mod tests {
     #[test]
     fn full_and_empty_are_told_apart() {
         let (mut p, mut c) = ring(4);
-        assert!(c.is_empty());
+        assert_eq!(c.len(), 0);
         assert_eq!(p.push(&[1, 2, 3, 4, 5]), 4);
         assert_eq!(p.free(), 0);
         assert!(!p.push_all(&[9]));
@@ -213,7 +208,7 @@ mod tests {
         assert!(!c.pop_all(&mut [0u8; 5]));
         assert!(c.pop_all(&mut out));
         assert_eq!(out, [1, 2, 3, 4]);
-        assert!(c.is_empty() && p.is_empty());
+        assert!(c.len() == 0 && p.is_empty());
     }
 
     #[test]

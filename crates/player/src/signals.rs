@@ -2,13 +2,11 @@
 //! a flag, so the report is still written and every temporary file is
 //! removed on the normal return path.
 
-use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 
 static STOP: AtomicBool = AtomicBool::new(false);
-static SIGNAL: AtomicI32 = AtomicI32::new(0);
 
-extern "C" fn on_signal(sig: libc::c_int) {
-    SIGNAL.store(sig, Ordering::SeqCst);
+extern "C" fn on_signal(_sig: libc::c_int) {
     STOP.store(true, Ordering::SeqCst);
 }
 
@@ -30,12 +28,4 @@ pub fn install() {
 /// The flag the handlers set.
 pub fn stop_flag() -> &'static AtomicBool {
     &STOP
-}
-
-/// The signal that stopped us, if any.
-pub fn received() -> Option<i32> {
-    match SIGNAL.load(Ordering::SeqCst) {
-        0 => None,
-        s => Some(s),
-    }
 }

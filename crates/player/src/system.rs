@@ -1,95 +1,7 @@
 //! Process settings the player applies to itself: scheduling policy and
 //! priority, CPU affinity, locked memory; and what the process cost.
 
-use std::fmt;
-use std::str::FromStr;
-
-/// `--priority`: a scheduling policy for the playback thread.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Priority {
-    /// SCHED_FIFO at this priority (1..=99).
-    Fifo(i32),
-    /// SCHED_RR at this priority (1..=99).
-    Rr(i32),
-    /// SCHED_OTHER, optionally with a nice value (-20..=19).
-    Other(Option<i32>),
-}
-
-impl FromStr for Priority {
-    type Err = String;
-
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        let expected = "expected fifo:N or rr:N (N in 1..=99), or other[:NICE] (NICE in -20..=19)";
-        let (policy, value) = match s.split_once(':') {
-            Some((p, v)) => (p, Some(v)),
-            None => (s, None),
-        };
-        let number = |v: Option<&str>, lo: i32, hi: i32| -> Result<i32, String> {
-            let v = v.ok_or_else(|| format!("{s:?}: {expected}"))?;
-            match v.parse::<i32>() {
-                Ok(n) if (lo..=hi).contains(&n) => Ok(n),
-                _ => Err(format!("{s:?}: {expected}")),
-            }
-        };
-        match policy {
-            "fifo" => Ok(Priority::Fifo(number(value, 1, 99)?)),
-            "rr" => Ok(Priority::Rr(number(value, 1, 99)?)),
-            "other" if value.is_none() => Ok(Priority::Other(None)),
-            "other" => Ok(Priority::Other(Some(number(value, -20, 19)?))),
-            _ => Err(format!("{s:?}: {expected}")),
-        }
-    }
-}
-
-impl fmt::Display for Priority {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Priority::Fifo(n) => write!(f, "fifo:{n}"),
-            Priority::Rr(n) => write!(f, "rr:{n}"),
-            Priority::Other(None) => write!(f, "other"),
-            Priority::Other(Some(n)) => write!(f, "other:{n}"),
-        }
-    }
-}
-
-/// `--cpu`: a CPU list in taskset's syntax (`0`, `0,2`, `1-3`).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct CpuList(pub Vec<usize>);
-
-impl FromStr for CpuList {
-    type Err = String;
-
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        let bad = || format!("{s:?}: expected a CPU list like 0 or 0,2 or 1-3");
-        let mut cpus = Vec::new();
-        for part in s.split(',') {
-            let (lo, hi) = match part.split_once('-') {
-                Some((a, b)) => (
-                    a.trim().parse().map_err(|_| bad())?,
-                    b.trim().parse().map_err(|_| bad())?,
-                ),
-                None => {
-                    let n: usize = part.trim().parse().map_err(|_| bad())?;
-                    (n, n)
-                }
-            };
-            if lo > hi || hi >= libc::CPU_SETSIZE as usize {
-                return Err(bad());
-            }
-            cpus.extend(lo..=hi);
-        }
-        cpus.sort_unstable();
-        cpus.dedup();
-        Ok(CpuList(cpus))
-    }
-}
-
-impl fmt::Display for CpuList {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let parts: Vec<String> = self.0.iter().map(usize::to_string).collect();
-        write!(f, "{}", parts.join(","))
-    }
-}
+use xrunbench_schema::{CpuList, Priority};
 
 fn last_os_error() -> String {
     std::io::Error::last_os_error().to_string()
@@ -105,8 +17,8 @@ pub fn set_priority_raw(prio: Priority) -> i32 {
 /// with system calls only. Returns 0 or the errno.
 pub fn set_thread_priority_raw(tid: libc::pid_t, prio: Priority) -> i32 {
     let (policy, rt) = match prio {
-        Priority::Fifo(n) => (libc::SCHED_FIFO, n),
-        Priority::Rr(n) => (libc::SCHED_RR, n),
+        Priority::Fifo(n) => (libc::SCHED_FIFO, i32::from(n)),
+        Priority::Rr(n) => (libc::SCHED_RR, i32::from(n)),
         Priority::Other(_) => (libc::SCHED_OTHER, 0),
     };
     let param = libc::sched_param { sched_priority: rt };
@@ -117,7 +29,8 @@ pub fn set_thread_priority_raw(tid: libc::pid_t, prio: Priority) -> i32 {
     if let Priority::Other(Some(nice)) = prio {
         // SAFETY: plain syscall; on Linux PRIO_PROCESS with a thread id is
         // that thread (0: the caller).
-        if unsafe { libc::setpriority(libc::PRIO_PROCESS, tid as libc::id_t, nice) } != 0 {
+        if unsafe { libc::setpriority(libc::PRIO_PROCESS, tid as libc::id_t, i32::from(nice)) } != 0
+        {
             return errno();
         }
     }
@@ -197,16 +110,17 @@ pub fn describe_result(setting: &str, errno: i32) -> String {
 }
 
 /// The CPU set of `cpus`, built ahead so that applying it allocates nothing.
+/// CPUs a `cpu_set_t` cannot name are left out (`--cpu` refuses them).
 pub fn cpu_set(cpus: &CpuList) -> libc::cpu_set_t {
-    // SAFETY: cpu_set_t is plain data; CPU_SET indexes within CPU_SETSIZE
-    // (checked when the list was parsed).
-    unsafe {
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        for &c in &cpus.0 {
-            libc::CPU_SET(c, &mut set);
+    // SAFETY: cpu_set_t is plain data, all zeroes is the empty set.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    for &c in cpus.cpus() {
+        if c < libc::CPU_SETSIZE as usize {
+            // SAFETY: c is within the set, checked above.
+            unsafe { libc::CPU_SET(c, &mut set) };
         }
-        set
     }
+    set
 }
 
 /// Pins the calling thread to `set` (system call only). Returns 0 or the errno.
@@ -275,30 +189,5 @@ pub fn usage() -> Usage {
         user_ms: ms(ru.ru_utime),
         sys_ms: ms(ru.ru_stime),
         max_rss_kib: ru.ru_maxrss as u64,
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn parses_priorities() {
-        assert_eq!("fifo:80".parse(), Ok(Priority::Fifo(80)));
-        assert_eq!("rr:1".parse(), Ok(Priority::Rr(1)));
-        assert_eq!("other".parse(), Ok(Priority::Other(None)));
-        assert_eq!("other:-5".parse(), Ok(Priority::Other(Some(-5))));
-        for bad in ["fifo", "fifo:0", "fifo:100", "rr:x", "idle", "other:20", ""] {
-            assert!(bad.parse::<Priority>().is_err(), "{bad}");
-        }
-    }
-
-    #[test]
-    fn parses_cpu_lists() {
-        assert_eq!("1".parse(), Ok(CpuList(vec![1])));
-        assert_eq!("0,2-3,2".parse(), Ok(CpuList(vec![0, 2, 3])));
-        for bad in ["", "a", "3-1", "1,", "99999"] {
-            assert!(bad.parse::<CpuList>().is_err(), "{bad}");
-        }
     }
 }

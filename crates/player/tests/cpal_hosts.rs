@@ -142,11 +142,12 @@ fn assert_clean_beside(report: &PlayerReport, host: &str, extra: &[EventSource])
     }
     let events: Vec<&Underrun> = report.events.iter().filter(|e| !beside(e)).collect();
     eprintln!(
-        "{host}: clean run: {} events, fill min {} us p50 {} us, lateness p99 {} us, host errors {:?}, notes {:?}",
+        "{host}: clean run: {} events, fill min {} us p50 {} us, lateness p99 {} us max {} us, host errors {:?}, notes {:?}",
         report.events.len(),
         report.fill.min,
         report.fill.p50,
         report.lateness.p99,
+        report.lateness.max,
         report.host_errors,
         report.params.notes
     );

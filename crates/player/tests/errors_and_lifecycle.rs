@@ -155,7 +155,7 @@ fn tmpfs_require_refuses_a_file_on_disk() {
 }
 
 fn tmpfs_dir(p: &Path) -> bool {
-    xrunbench_player::tmpfs::is_on_tmpfs(p).unwrap()
+    xrunbench_player::is_on_tmpfs(p).unwrap()
 }
 
 fn spec16() -> hound::WavSpec {

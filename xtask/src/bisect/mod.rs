@@ -14,32 +14,29 @@
 //! | 130 | interrupted (SIGINT/SIGTERM): aborts the bisection |
 //!
 //! A measurement never exits ≥ 128.
+//!
+//! With a deploy command (`[target] deploy`, `--deploy`) the step first
+//! builds, installs and boots the commit's kernel and checks it booted
+//! ([`deploy`]); infrastructure failures are retried, then skipped, never a
+//! verdict ([`step`]). `bisect-run` ([`run`]) drives a whole bisection.
 
 pub mod alternatives;
+pub mod deploy;
 pub mod population;
 pub mod rule;
+pub mod run;
 pub mod sim;
+pub mod step;
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
 
-use self::rule::{Decision, Rule};
+use self::deploy::{Deploy, DeployArgs};
+use self::rule::Rule;
+use self::step::{Goal, StepSpec, EXIT_ABORT, EXIT_INTERRUPTED, EXIT_SKIP};
 use crate::compare::metrics::Metric;
-use crate::results::{default_results_root, Outcome, RunDir, RunManifest, RunWriter};
-use crate::run::plan::PlannedTrial;
-use crate::run::session::{Session, SessionArgs, SetupError, TrialEnd};
-use crate::run::{scenario, signals};
-
-/// git bisect: good.
-const EXIT_GOOD: u8 = 0;
-/// git bisect: bad.
-const EXIT_BAD: u8 = 1;
-/// git bisect: skip this commit.
-const EXIT_SKIP: u8 = 125;
-/// Aborts `git bisect run` (anything above 127 but 125's neighbours).
-const EXIT_ABORT: u8 = 128;
-/// Interrupted, as a shell reports SIGINT; also aborts the bisection.
-const EXIT_INTERRUPTED: u8 = 130;
+use crate::results::{default_results_root, RunDir};
+use crate::run::{scenario, signals, TargetArgs};
 
 /// Arguments of `cargo xtask bisect`.
 #[derive(clap::Args, Debug)]
@@ -77,6 +74,21 @@ pub struct BisectArgs {
     /// building them.
     #[arg(long, value_name = "DIR")]
     pub bin_dir: Option<PathBuf>,
+    /// The bisection's directory (`bisect-run` gives it): the step's run
+    /// directory, with its step record, goes to DIR/steps/ (default: a run
+    /// directory of its own under --results-dir).
+    #[arg(long, value_name = "DIR")]
+    pub bisect_dir: Option<PathBuf>,
+    /// The board to run on.
+    #[command(flatten)]
+    pub target: TargetArgs,
+    /// How each step deploys the commit's kernel.
+    #[command(flatten)]
+    pub deploy: DeployArgs,
+    /// The step's label under --bisect-dir (`bisect-run`'s endpoints:
+    /// `good-<commit>`, `bad-<commit>`); default `step-<commit>`.
+    #[arg(skip)]
+    pub step_label: Option<String>,
 }
 
 /// A step that ends without a measurement: exit code and why.
@@ -113,7 +125,10 @@ fn step(args: &BisectArgs) -> Result<u8, Stop> {
     check_args(args)?;
     signals::install().map_err(|e| abort(format!("{e:#}")))?;
     let base = RunDir::load(&args.baseline).map_err(|e| abort(e.0))?;
-    let (file, scenario) = scenario::load(&args.scenario).map_err(|e| skip(e.0))?;
+    let (file, mut scenario) = scenario::load(&args.scenario).map_err(|e| skip(e.0))?;
+    args.target.apply(&mut scenario).map_err(abort)?;
+    let tree = std::env::current_dir().map_err(|e| abort(format!("the current directory: {e}")))?;
+    let deploy = Deploy::resolve(&scenario, &args.deploy, &tree).map_err(abort)?;
     let config = pick_config(args, &scenario)?;
     let base_config = baseline_config(args, &base, &config)?;
     check_same_scenario(args, &base, &base_config, &scenario, &config)?;
@@ -125,21 +140,6 @@ fn step(args: &BisectArgs) -> Result<u8, Stop> {
         scenario.target.is_some(),
     ))
     .map_err(|e| abort(e.to_string()))?;
-    let mut session = match Session::open(SessionArgs {
-        file,
-        scenario,
-        only: std::slice::from_ref(&config),
-        bin_dir: args.bin_dir.clone(),
-        read_only: false,
-    }) {
-        Ok(s) => s,
-        Err(SetupError::BadInput(lines)) => return Err(skip(lines.join("; "))),
-        Err(SetupError::Interrupted(_)) => {
-            return Err(Stop(EXIT_INTERRUPTED, "stopped by a signal".into()))
-        }
-        Err(SetupError::Failed(e)) => return Err(skip(format!("{e:#}"))),
-    };
-    let scenario = session.scenario.clone();
     let resolution = args.metric.resolution(scenario.duration.as_secs_f64());
     let rule = Rule::new(
         &baseline,
@@ -170,28 +170,48 @@ fn step(args: &BisectArgs) -> Result<u8, Stop> {
         describe_levels(rule.levels_better()),
         args.max_trials,
     );
-    let results_root = args
-        .results_dir
-        .clone()
-        .unwrap_or_else(default_results_root);
-    let out = RunWriter::create(&results_root, &scenario.name, Some("bisect"))
-        .map_err(|e| skip(format!("{e:#}")))?;
-    let run_dir = out.dir();
-    let mut manifest = session.manifest(Some("bisect".into()), Vec::new());
-    let write_manifest = |m: &RunManifest| out.manifest(m).map_err(|e| skip(format!("{e:#}")));
-    write_manifest(&manifest)?;
-    let result = trials(&mut session, run_dir, args, &rule, &config);
-    session.finish();
-    manifest.outcome = Some(match &result {
-        Ok(_) => Outcome::Completed,
-        Err(Stop(EXIT_INTERRUPTED, _)) => Outcome::Interrupted {
-            signal: signals::stop_requested().unwrap_or(libc::SIGINT),
+    let (root, group, label) = match &args.bisect_dir {
+        Some(dir) => {
+            let commit = step::git_out(&tree, &["rev-parse", "HEAD"]).unwrap_or_default();
+            let label = args
+                .step_label
+                .clone()
+                .unwrap_or_else(|| format!("step-{}", step::short(&commit)));
+            (dir.clone(), "steps".to_string(), label)
+        }
+        None => (
+            args.results_dir
+                .clone()
+                .unwrap_or_else(default_results_root),
+            scenario.name.clone(),
+            "bisect".to_string(),
+        ),
+    };
+    let spec = StepSpec {
+        file,
+        scenario,
+        config,
+        metric: args.metric,
+        bin_dir: args.bin_dir.clone(),
+        deploy,
+        root,
+        group,
+        label,
+    };
+    let outcome = step::measure(
+        &spec,
+        &Goal::Decide {
+            rule: &rule,
+            max_trials: args.max_trials,
         },
-        Err(Stop(_, msg)) => Outcome::Failed { error: msg.clone() },
-    });
-    write_manifest(&manifest)?;
-    println!("bisect: trials in {}", run_dir.display());
-    result
+    );
+    if let Some(dir) = &outcome.run_dir {
+        println!("bisect: trials in {}", dir.display());
+    }
+    match outcome.record.decision.why {
+        Some(why) if outcome.exit >= EXIT_SKIP => Err(Stop(outcome.exit, why)),
+        _ => Ok(outcome.exit),
+    }
 }
 
 fn check_args(args: &BisectArgs) -> Result<(), Stop> {
@@ -302,91 +322,6 @@ fn baseline_values(args: &BisectArgs, base: &RunDir, name: &str) -> Result<Vec<f
         )));
     }
     Ok(values)
-}
-
-/// Runs trials until the rule decides; prints one line per trial.
-fn trials(
-    session: &mut Session,
-    run_dir: &Path,
-    args: &BisectArgs,
-    rule: &Rule,
-    config: &str,
-) -> Result<u8, Stop> {
-    let mut values = Vec::new();
-    for k in 1..=args.max_trials {
-        if signals::stop_requested().is_some() {
-            return Err(Stop(EXIT_INTERRUPTED, "stopped by a signal".into()));
-        }
-        let planned = PlannedTrial {
-            seq: k,
-            config: 0,
-            config_name: config.to_string(),
-            k: k as u32,
-        };
-        let record = match session.run_trial(&planned, run_dir, &mut |_| {}) {
-            Ok(TrialEnd::Done(r)) => r,
-            Ok(TrialEnd::Interrupted) => {
-                return Err(Stop(
-                    EXIT_INTERRUPTED,
-                    "stopped by a signal; knobs restored".into(),
-                ))
-            }
-            Ok(TrialEnd::Failed(why)) => {
-                return Err(skip(format!("trial {k} could not run: {why}")))
-            }
-            Ok(TrialEnd::Lost(why)) => return Err(skip(format!("trial {k} was lost: {why}"))),
-            Ok(TrialEnd::Unreachable(why)) => return Err(skip(format!("trial {k}: {why}"))),
-            Err(e) => return Err(skip(format!("trial {k}: {e:#}"))),
-        };
-        let Some(v) = args.metric.of(&record) else {
-            return Err(skip(format!("trial {k} has no {}", args.metric.label())));
-        };
-        values.push(v);
-        let look = rule.look(&values);
-        println!("{}", explain(k, args, rule, &values, &look));
-        match look.decision {
-            Decision::Good => return Ok(EXIT_GOOD),
-            Decision::Bad => return Ok(EXIT_BAD),
-            Decision::Undecided => return Ok(EXIT_SKIP),
-            Decision::Continue => {}
-        }
-    }
-    // The rule is undecided at max_trials at the latest; unreachable.
-    Ok(EXIT_SKIP)
-}
-
-/// The per-trial line: value, running mean vs the baseline's and the bad
-/// reference's, both p against the level, and the verdict.
-fn explain(k: usize, args: &BisectArgs, rule: &Rule, values: &[f64], look: &rule::Look) -> String {
-    let mean = values.iter().sum::<f64>() / values.len() as f64;
-    let verdict = match look.decision {
-        Decision::Good => "GOOD (better than the bad state)".to_string(),
-        Decision::Bad => "BAD (worse than the baseline)".to_string(),
-        Decision::Undecided => format!(
-            "UNDECIDED after --max-trials {}: skip (125), a guess would be a coin toss; \
-             more baseline trials or a higher --max-trials decide more often",
-            args.max_trials
-        ),
-        Decision::Continue if look.level == 0.0 && look.level_better == 0.0 => {
-            "continue (too few trials to reach the level yet)".into()
-        }
-        Decision::Continue => "continue".into(),
-    };
-    format!(
-        "bisect: trial {k}/{}: {} {:.3}; mean {:.3} vs baseline {:.3}, bad {:.3}; \
-         p(worse than baseline) {:.4} (level {:.4}), p(better than bad) {:.4} (level {:.4}): \
-         {verdict}",
-        args.max_trials,
-        args.metric.label(),
-        values[values.len() - 1],
-        mean,
-        rule.baseline_mean(),
-        rule.reference_mean(),
-        look.p_worse,
-        look.level,
-        look.p_better,
-        look.level_better,
-    )
 }
 
 fn describe_levels(levels: &[f64]) -> String {

@@ -352,15 +352,10 @@ pub fn report(built: &[Built]) -> String {
 mod tests {
     use super::*;
 
-    /// What `board build` puts in target/board/<arch>/ is what the SSH
-    /// target copies from there.
+    /// What `board build` puts in target/board/<arch>/ is where the SSH
+    /// target looks for it.
     #[test]
-    fn builds_the_binaries_every_target_runs() {
-        let ours: Vec<&str> = BINARIES.iter().map(|b| b.name).collect();
-        for b in crate::target::BOARD_BINARIES {
-            assert!(ours.contains(&b), "{b}");
-        }
-        assert_eq!(ours.len(), crate::target::BOARD_BINARIES.len());
+    fn builds_where_the_targets_look() {
         assert_eq!(
             out_dir(
                 &Request {

@@ -220,7 +220,8 @@ fn render(
             .unwrap_or_default()
     );
     let m = &p.machine;
-    let ours = crate::target::binaries::arch_of_uname(&m.arch).unwrap_or("none of ours");
+    let ours = crate::board::arch::Arch::from_uname_machine(&m.arch)
+        .map_or("none of ours", crate::board::arch::Arch::name);
     row(
         &mut out,
         "architecture",

@@ -19,7 +19,6 @@ pub mod spec;
 pub mod summary;
 pub mod units;
 pub mod validate;
-pub mod wav;
 
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};

@@ -103,6 +103,19 @@ pub struct TargetSpec {
     /// run ends.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reconnect_timeout: Option<Span>,
+    /// `bisect`: the command that builds this commit's kernel, installs it
+    /// and reboots the board (run on the host, in the kernel tree, by
+    /// `sh -c`; exit 125: the commit cannot be built, skip it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deploy: Option<String>,
+    /// `bisect`: how long the board may take to come back after `deploy`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub boot_timeout: Option<Span>,
+    /// `bisect`: the command (run like `deploy`, after it) that prints the
+    /// string the board's /proc/version must contain; default: `make -s
+    /// kernelrelease` in a kernel tree.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expect_kernel: Option<String>,
 }
 
 /// Trial order: `interleaved` (A B A B …, default: slow drift of the
@@ -336,10 +349,13 @@ pub struct Scenario {
 pub const DEFAULT_WORKDIR: &str = ".cache/xrunbench";
 /// Default `[target] connect_timeout`.
 pub const DEFAULT_CONNECT_TIMEOUT: Span = Span::from_secs(10);
-/// Default `[target] retries`.
-pub const DEFAULT_RETRIES: u32 = 2;
+/// Default `[target] retries`: as often as KernelCI retries a job whose
+/// failure is infrastructure.
+pub const DEFAULT_RETRIES: u32 = 3;
 /// Default `[target] reconnect_timeout`.
 pub const DEFAULT_RECONNECT_TIMEOUT: Span = Span::from_secs(60);
+/// Default `[target] boot_timeout`.
+pub const DEFAULT_BOOT_TIMEOUT: Span = Span::from_secs(300);
 
 /// `[target]` resolved: defaults filled, paths absolute, options checked.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -363,10 +379,24 @@ pub struct SshTarget {
     pub connect_timeout: Span,
     /// A trial running longer is stopped and counted lost.
     pub trial_timeout: Span,
-    /// Lost trials are run again this many times.
+    /// Lost trials are run again this many times; so is a bisect step
+    /// whose deployment failed (infrastructure).
     pub retries: u32,
     /// Reconnecting is tried for this long.
     pub reconnect_timeout: Span,
+    /// `bisect`'s deploy command, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deploy: Option<String>,
+    /// How long the board may take to come back after the deploy command.
+    #[serde(default = "default_boot_timeout")]
+    pub boot_timeout: Span,
+    /// The command printing the kernel string expected in /proc/version.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expect_kernel: Option<String>,
+}
+
+fn default_boot_timeout() -> Span {
+    DEFAULT_BOOT_TIMEOUT
 }
 
 impl SshTarget {
@@ -386,6 +416,9 @@ impl SshTarget {
             trial_timeout: default_trial_timeout(duration, warmup),
             retries: DEFAULT_RETRIES,
             reconnect_timeout: DEFAULT_RECONNECT_TIMEOUT,
+            deploy: None,
+            boot_timeout: DEFAULT_BOOT_TIMEOUT,
+            expect_kernel: None,
         })
     }
 }
@@ -725,9 +758,9 @@ fn resolve_target(
         out.workdir = w.clone();
     }
     if let Some(a) = &t.arch {
-        let arches = crate::target::binaries::ARCHES;
-        if a != "auto" && !arches.contains(&a.as_str()) {
-            return Err(("arch", format!("`{a}` is not auto, {}", arches.join(", "))));
+        use crate::board::arch::Arch;
+        if a != "auto" && Arch::from_name(a).is_none() {
+            return Err(("arch", format!("`{a}` is not auto, {}", Arch::names())));
         }
         out.arch = a.clone();
     }
@@ -756,6 +789,20 @@ fn resolve_target(
     if let Some(r) = t.reconnect_timeout {
         out.reconnect_timeout = r;
     }
+    if let Some(d) = &t.deploy {
+        check_command(d).map_err(|m| ("deploy", m))?;
+        out.deploy = Some(d.clone());
+    }
+    if let Some(b) = t.boot_timeout {
+        if !(1_000_000..=86_400_000_000).contains(&b.as_micros()) {
+            return Err(("boot_timeout", format!("{b} is outside 1s..24h")));
+        }
+        out.boot_timeout = b;
+    }
+    if let Some(k) = &t.expect_kernel {
+        check_command(k).map_err(|m| ("expect_kernel", m))?;
+        out.expect_kernel = Some(k.clone());
+    }
     Ok(out)
 }
 
@@ -773,6 +820,15 @@ fn host_file(p: &Path, base_dir: &Path) -> Result<PathBuf, String> {
         return Err(format!("{}: no such file", path.display()));
     }
     Ok(path)
+}
+
+/// A host command of `[target]` (`deploy`, `expect_kernel`), run by
+/// `sh -c`: not blank.
+pub fn check_command(c: &str) -> Result<(), String> {
+    if c.trim().is_empty() || c.contains('\0') {
+        return Err("must be a shell command, e.g. \"./deploy-to-board.sh\"".into());
+    }
+    Ok(())
 }
 
 /// `[target] workdir`: one path the board's shell gets quoted, so `~` is
@@ -1227,6 +1283,18 @@ mod tests {
             (
                 "ssh = \"b\"\nconnect_timeout = \"10ms\"",
                 "target.connect_timeout: 10ms is outside 1s..1h",
+            ),
+            (
+                "ssh = \"b\"\ndeploy = \" \"",
+                "target.deploy: must be a shell command",
+            ),
+            (
+                "ssh = \"b\"\nboot_timeout = \"0s\"",
+                "target.boot_timeout: 0ms is outside 1s..24h",
+            ),
+            (
+                "ssh = \"b\"\nexpect_kernel = \"\"",
+                "target.expect_kernel: must be a shell command",
             ),
         ] {
             let e = parse_str(&format!("{MIN}[target]\n{table}\n")).unwrap_err();

@@ -15,16 +15,13 @@ pub struct Local {
     bin_dir: PathBuf,
 }
 
-/// The board binaries every target runs.
-pub const BOARD_BINARIES: [&str; 3] = ["xrun-trial", "xrun-player", "xrun-hackbench"];
-
 impl Local {
     /// Uses `xrun-trial`, `xrun-player` and `xrun-hackbench` from
     /// `bin_dir` (they must all be there: `xrun-trial` finds the other two
     /// beside itself).
     pub fn new(bin_dir: &Path) -> Result<Local> {
-        for b in BOARD_BINARIES {
-            let p = bin_dir.join(b);
+        for b in crate::board::build::BINARIES {
+            let p = bin_dir.join(b.name);
             if !p.is_file() {
                 bail!("{} not found", p.display());
             }

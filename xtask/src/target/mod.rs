@@ -12,9 +12,6 @@ mod local;
 pub mod ssh;
 
 pub use local::Local;
-/// The binaries every target runs (board build checks it builds them).
-#[cfg(test)]
-pub use local::BOARD_BINARIES;
 pub use ssh::Ssh;
 
 use std::io::{BufRead, BufReader, Read, Write};

@@ -34,9 +34,9 @@ use anyhow::{anyhow, bail, Context, Result};
 use sha2::{Digest, Sha256};
 use xrunbench_schema::probe::Probe;
 
-use super::binaries::{arch_of_uname, ARCHES};
-use super::local::BOARD_BINARIES;
 use super::{last, run_to_end, Target, Unreachable, PID_MARKER};
+use crate::board::arch::Arch;
+use crate::board::build::BINARIES;
 use crate::run::scenario::SshTarget;
 use crate::run::signals;
 
@@ -466,6 +466,23 @@ impl Ssh {
         Ok(id)
     }
 
+    /// The board's /proc/version: which kernel it booted (`bisect` checks
+    /// it against the commit's).
+    pub fn proc_version(&self) -> Result<String> {
+        let v = self.exec_ok(
+            "cat /proc/version",
+            None,
+            SHORT_COMMAND,
+            "reading /proc/version",
+        )?;
+        Ok(v.trim().to_string())
+    }
+
+    /// The board's boot id when the connection was opened.
+    pub fn boot_id(&self) -> Option<&str> {
+        self.boot_id.as_deref()
+    }
+
     /// The architecture whose binaries the board runs: `[target] arch`,
     /// or from `uname -m`.
     pub fn board_arch(&self) -> Result<String> {
@@ -473,14 +490,14 @@ impl Ssh {
             return Ok(self.settings.arch.clone());
         }
         let m = self.exec_ok("uname -m", None, SHORT_COMMAND, "uname -m")?;
-        match arch_of_uname(&m) {
-            Some(a) => Ok(a.to_string()),
+        match Arch::from_uname_machine(&m) {
+            Some(a) => Ok(a.name().to_string()),
             None => bail!(
                 "{} runs `{}` (uname -m), not one of {}: if its userland is not its kernel's, \
                  set [target] arch",
                 self.describe(),
                 m.trim(),
-                ARCHES.join(", ")
+                Arch::names()
             ),
         }
     }
@@ -495,7 +512,7 @@ impl Ssh {
     /// Returns what was copied (`None`: nothing, all were up to date).
     pub fn deploy(&mut self, dir: &Path) -> Result<Option<String>> {
         let mut local = Vec::new();
-        for name in BOARD_BINARIES {
+        for name in BINARIES.iter().map(|b| b.name) {
             let path = dir.join(name);
             let bytes =
                 std::fs::read(&path).with_context(|| format!("reading {}", path.display()))?;
@@ -540,7 +557,11 @@ impl Ssh {
              cd {} 2>/dev/null || exit 0; \
              for f in {}; do [ -f \"$f\" ] && sha256sum \"$f\"; done; exit 0",
             quote(&self.bin_dir()),
-            BOARD_BINARIES.join(" ")
+            BINARIES
+                .iter()
+                .map(|b| b.name)
+                .collect::<Vec<_>>()
+                .join(" ")
         );
         let out = self.exec_ok(&script, None, SHORT_COMMAND, "hashing the board binaries")?;
         if out.trim() == "nosum" {

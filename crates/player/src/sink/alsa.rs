@@ -5,16 +5,15 @@
 //! MONOTONIC trigger timestamps so that a hardware PCM's own stamp of the
 //! underrun compares with our clock.
 
-use std::mem::ManuallyDrop;
-
-use alsa::pcm::{Access, Format, HwParams, State, TstampType, IO, PCM};
+use alsa::pcm::{Access, Format, Frames, HwParams, State, TstampType, PCM};
 use alsa::{Direction, ValueOr};
 
 use super::{
     BufferRequest, Setup, Sink, SinkError, StreamFormat, XrunStamp, DEFAULT_BUFFER_TIME_US,
 };
 use crate::clock;
-use crate::wav::SampleFormat;
+use xrunbench_schema::player::ClockSource;
+use xrunbench_schema::{Backend, SampleFormat};
 
 /// Why a PCM could not be opened or configured.
 #[derive(Debug, thiserror::Error)]
@@ -28,11 +27,7 @@ pub struct OpenError {
 
 /// An ALSA playback PCM.
 pub struct AlsaSink {
-    // `io` borrows the PCM that `pcm` owns: alsa-rs hands out exactly one IO
-    // object per PCM, so the two live together and are dropped in order
-    // (io first, then the PCM) by our Drop.
-    io: ManuallyDrop<IO<'static, u8>>,
-    pcm: *mut PCM,
+    pcm: PCM,
     setup: Setup,
 }
 
@@ -108,10 +103,23 @@ impl AlsaSink {
         // On a card (hw:, plughw:) the kernel stamps the underrun; ioplug
         // servers (jack, pulse, pipewire) report card -1 and do not.
         let hardware = pcm.info().map(|i| i.get_card() >= 0).unwrap_or(false);
+        let mut notes = Vec::new();
+        let clock = match (hardware, super::alsa_time::timestamps_are_safe()) {
+            (true, true) => ClockSource::Kernel,
+            (true, false) => {
+                notes.push(format!(
+                    "the kernel's underrun timestamps are not read: {}; the player's own clock times underruns",
+                    super::alsa_time::mismatch()
+                ));
+                ClockSource::Player
+            }
+            (false, _) => ClockSource::Player,
+        };
         let setup = Setup {
-            backend: "alsa",
+            backend: Backend::Alsa,
             device: device.to_string(),
             hardware,
+            clock,
             format: fmt.format,
             rate: fmt.rate,
             channels: fmt.channels as u32,
@@ -119,31 +127,9 @@ impl AlsaSink {
             period_frames,
             start_threshold: start,
             stop_threshold: stop,
-            notes: Vec::new(),
+            notes,
         };
-        let pcm = Box::into_raw(Box::new(pcm));
-        // SAFETY: `pcm` stays allocated until Drop, which drops `io` first.
-        let io = unsafe { (*pcm).io_bytes() };
-        Ok(AlsaSink {
-            io: ManuallyDrop::new(io),
-            pcm,
-            setup,
-        })
-    }
-
-    fn pcm(&self) -> &PCM {
-        // SAFETY: allocated in `open`, freed only in Drop.
-        unsafe { &*self.pcm }
-    }
-}
-
-impl Drop for AlsaSink {
-    fn drop(&mut self) {
-        // SAFETY: io borrows *pcm, so it goes first; pcm came from Box::into_raw.
-        unsafe {
-            ManuallyDrop::drop(&mut self.io);
-            drop(Box::from_raw(self.pcm));
-        }
+        Ok(AlsaSink { pcm, setup })
     }
 }
 
@@ -251,13 +237,28 @@ fn configure_hw(
             format!("cannot read back parameters: {}", describe_errno(&e)),
         )
     })?;
-    let buffer = cur
-        .get_buffer_size()
-        .map_err(|_| err(device, "no buffer size"))? as u64;
-    let period = cur
-        .get_period_size()
-        .map_err(|_| err(device, "no period size"))? as u64;
+    let size = |got: alsa::Result<Frames>, what: &str| {
+        got.ok()
+            .and_then(|n| u64::try_from(n).ok())
+            .ok_or_else(|| err(device, format!("no {what} size")))
+    };
+    let buffer = size(cur.get_buffer_size(), "buffer")?;
+    let period = size(cur.get_period_size(), "period")?;
     Ok((buffer, period))
+}
+
+/// `n` frames as ALSA's frame count, which is a C `long`: 32 bits on
+/// armv7, where a count above 2^31 - 1 is refused rather than wrapped.
+fn frames(n: u64, device: &str, what: &str) -> Result<Frames, OpenError> {
+    Frames::try_from(n).map_err(|_| {
+        err(
+            device,
+            format!(
+                "{what}: {n} frames, expected at most {} on this platform",
+                Frames::MAX
+            ),
+        )
+    })
 }
 
 fn list_or_none(v: &[String]) -> String {
@@ -289,13 +290,16 @@ fn set_buffer_and_period(
     ) {
         (Some(us), _, _, _) => hwp.set_period_time_near(us, ValueOr::Nearest).map(|_| ()),
         (None, Some(f), _, _) => hwp
-            .set_period_size_near(f as i64, ValueOr::Nearest)
+            .set_period_size_near(frames(f, device, "--period-size")?, ValueOr::Nearest)
             .map(|_| ()),
         (None, None, Some(bt), _) => hwp
             .set_period_time_near(bt / 4, ValueOr::Nearest)
             .map(|_| ()),
         (None, None, None, Some(bf)) => hwp
-            .set_period_size_near(bf as i64 / 4, ValueOr::Nearest)
+            .set_period_size_near(
+                frames(bf / 4, device, "--buffer-size / 4")?,
+                ValueOr::Nearest,
+            )
             .map(|_| ()),
         (None, None, None, None) => Ok(()),
     };
@@ -306,7 +310,9 @@ fn set_buffer_and_period(
         )
     })?;
     let buffer_result = match (req.buffer_frames, buffer_time) {
-        (Some(f), _) => hwp.set_buffer_size_near(f as i64).map(|_| ()),
+        (Some(f), _) => hwp
+            .set_buffer_size_near(frames(f, device, "--buffer-size")?)
+            .map(|_| ()),
         (None, Some(us)) => hwp.set_buffer_time_near(us, ValueOr::Nearest).map(|_| ()),
         (None, None) => Ok(()),
     };
@@ -333,9 +339,13 @@ fn configure_sw(
     let set = |r: alsa::Result<()>, what: &str| {
         r.map_err(|e| err(device, format!("cannot set {what}: {}", describe_errno(&e))))
     };
-    set(swp.set_avail_min(period as i64), "avail_min")?;
-    set(swp.set_start_threshold(buffer as i64), "start_threshold")?;
-    set(swp.set_stop_threshold(buffer as i64), "stop_threshold")?;
+    set(
+        swp.set_avail_min(frames(period, device, "the period")?),
+        "avail_min",
+    )?;
+    let buffer_frames = frames(buffer, device, "the buffer")?;
+    set(swp.set_start_threshold(buffer_frames), "start_threshold")?;
+    set(swp.set_stop_threshold(buffer_frames), "stop_threshold")?;
     // Timestamps are a nicety: a PCM that refuses them still plays, and
     // the player's own clock covers it.
     let _ = swp.set_tstamp_mode(true);
@@ -359,34 +369,40 @@ impl Sink for AlsaSink {
     }
 
     fn wait(&mut self) -> Result<(), SinkError> {
-        self.pcm().wait(None).map(|_| ()).map_err(classify)
+        self.pcm.wait(None).map(|_| ()).map_err(classify)
     }
 
     fn write(&mut self, data: &[u8]) -> Result<usize, SinkError> {
-        match self.io.writei(data) {
+        // alsa-rs's IO is a borrow of the PCM and a flag: taking it for
+        // each write costs nothing and keeps the sink free of self-borrows.
+        match self.pcm.io_bytes().writei(data) {
             Ok(n) => Ok(n),
             Err(e) if e.errno() == libc::EAGAIN => Ok(0),
             Err(e) => Err(classify(e)),
         }
     }
 
+    // Frames is a C long: i32 on armv7, so the conversion is not useless there.
+    #[allow(clippy::useless_conversion)]
     fn delay(&mut self) -> Option<i64> {
         // The pulse plugin answers EIO right after prepare: unknown, not fatal.
-        self.pcm().delay().ok()
+        self.pcm.delay().ok().map(i64::from)
     }
 
     fn is_running(&mut self) -> bool {
-        matches!(self.pcm().state(), State::Running | State::Draining)
+        matches!(self.pcm.state(), State::Running | State::Draining)
     }
 
     fn xrun_stamp(&mut self) -> XrunStamp {
-        if !self.setup.hardware {
+        if self.setup.clock != ClockSource::Kernel {
             // ioplug PCMs stamp the trigger only at start/stop, never at the
-            // underrun (see CI notes): their figure would be garbage.
+            // underrun (see CI notes): their figure would be garbage. And
+            // where libasound's timespec is not ours, reading it would
+            // write past the variable (see `alsa_time`).
             return XrunStamp { stopped_at: None };
         }
         let stopped_at = self
-            .pcm()
+            .pcm
             .status()
             .ok()
             .filter(|s| s.get_state() == State::XRun)
@@ -396,19 +412,19 @@ impl Sink for AlsaSink {
     }
 
     fn recover(&mut self) -> Result<(), SinkError> {
-        self.pcm().prepare().map_err(classify)
+        self.pcm.prepare().map_err(classify)
     }
 
     fn finish(&mut self, immediately: bool) -> Result<(), SinkError> {
         if immediately {
-            return self.pcm().drop().map_err(classify);
+            return self.pcm.drop().map_err(classify);
         }
-        match self.pcm().drain() {
+        match self.pcm.drain() {
             Ok(()) => Ok(()),
             // An underrun during drain, or a signal: nothing left to play.
             Err(e) if e.errno() == libc::EPIPE => Ok(()),
             Err(e) => {
-                let _ = self.pcm().drop();
+                let _ = self.pcm.drop();
                 Err(classify(e))
             }
         }
@@ -419,7 +435,7 @@ impl Sink for AlsaSink {
             Ok(o) => o,
             Err(_) => return String::new(),
         };
-        if self.pcm().dump(&mut out).is_err() {
+        if self.pcm.dump(&mut out).is_err() {
             return String::new();
         }
         out.to_string()

@@ -5,14 +5,16 @@
 //! own state, so every backend gets the same figures.
 
 pub mod alsa;
+pub mod alsa_time;
 pub mod cpal_sink;
 pub mod virtual_pcm;
 
-use xrunbench_schema::player::{HostErrorCount, SelftestStall, Underrun};
+use xrunbench_schema::player::{ClockSource, HostErrorCount, SelftestStall, Underrun};
+use xrunbench_schema::Backend;
 
 use crate::clock::MonoNs;
 use crate::nearmiss::NearMiss;
-use crate::wav::SampleFormat;
+use xrunbench_schema::SampleFormat;
 
 /// Buffer and period as the user asked for them (aplay's options).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -45,12 +47,18 @@ pub struct StreamFormat {
 /// What the device agreed to.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Setup {
-    /// Backend name (`alsa`, `virtual`, `cpal`).
-    pub backend: &'static str,
+    /// Which backend this is (never `auto`).
+    pub backend: Backend,
     /// Device name.
     pub device: String,
-    /// Whether kernel timestamps describe the underrun moment (hardware PCM).
+    /// Whether the PCM is a card's (hardware) rather than a plugin's.
     pub hardware: bool,
+    /// The clock that times this sink's underruns ("at least" and gap):
+    /// the kernel's trigger stamp on a hardware PCM, the simulated device's
+    /// on the virtual sink (both through [`Sink::xrun_stamp`]), cpal's
+    /// stream instants, or the player's own prediction of the dry moment
+    /// where the device stamps nothing usable.
+    pub clock: ClockSource,
     /// Format handed to the device.
     pub format: SampleFormat,
     /// Rate, Hz.
@@ -107,8 +115,8 @@ pub enum SinkError {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct XrunStamp {
     /// When the device stopped the stream for the underrun, on
-    /// CLOCK_MONOTONIC, if the device stamps that moment (hardware and
-    /// virtual PCMs do; ALSA plugin PCMs do not).
+    /// CLOCK_MONOTONIC: only from sinks whose [`Setup::clock`] is the
+    /// device's own (kernel, virtual), `None` from the others.
     pub stopped_at: Option<MonoNs>,
 }
 

@@ -9,6 +9,9 @@
 //! time, and it says so (`backend: "virtual"`). Because its clock is exact
 //! it is the basis of the exact-timing tests.
 
+use xrunbench_schema::player::ClockSource;
+use xrunbench_schema::Backend;
+
 use super::{BufferRequest, Setup, Sink, SinkError, StreamFormat, XrunStamp};
 use crate::clock::{self, frames_to_ns, MonoNs};
 
@@ -42,9 +45,10 @@ impl VirtualPcm {
         let frame_bytes = fmt.format.bytes() * fmt.channels as usize;
         VirtualPcm {
             setup: Setup {
-                backend: "virtual",
+                backend: Backend::Virtual,
                 device: "virtual".into(),
                 hardware: false,
+                clock: ClockSource::Virtual,
                 format: fmt.format,
                 rate: fmt.rate,
                 channels: fmt.channels as u32,
@@ -230,7 +234,7 @@ impl VirtualPcm {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::wav::SampleFormat;
+    use xrunbench_schema::SampleFormat;
 
     fn pcm(buffer_us: u32, period_us: u32) -> VirtualPcm {
         VirtualPcm::open(
