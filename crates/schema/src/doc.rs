@@ -191,7 +191,7 @@ mod tests {
         for p in kept.iter().chain([&dead]) {
             fs::write(p, b"x").unwrap();
         }
-        assert_eq!(sweep_dead_temporaries(&dir), [dead.clone()]);
+        assert_eq!(sweep_dead_temporaries(&dir), std::slice::from_ref(&dead));
         assert!(!dead.exists() && kept.iter().all(|p| p.exists()));
         assert_eq!(temp_owner(".x.tmp-12"), Some(12));
         assert_eq!(temp_owner(".x.tmp-"), None);
