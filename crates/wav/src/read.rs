@@ -99,6 +99,17 @@ pub struct WavSpec {
 }
 
 impl WavSpec {
+    /// Parses a header from memory: `bytes` are the file's first bytes and
+    /// `file_len` its whole length (what [`WavStream::open`] reads from the
+    /// file; here for the fuzz targets and the regression tests of what
+    /// they found). The error is the text [`WavError::Malformed`] carries.
+    pub fn parse(bytes: &[u8], file_len: u64) -> Result<WavSpec, String> {
+        parse_header(bytes, file_len).map_err(|e| match e {
+            HeaderError::Io(e) => e.to_string(),
+            HeaderError::Malformed(what) => what,
+        })
+    }
+
     /// Bytes per frame.
     pub fn frame_bytes(&self) -> usize {
         self.format.bytes() * usize::from(self.channels)
@@ -261,7 +272,7 @@ struct Fmt {
 /// anything beyond a few hundred is not a format description).
 const MAX_FMT_BYTES: u64 = 1024;
 
-fn parse_header(file: &File, file_len: u64) -> Result<WavSpec, HeaderError> {
+fn parse_header(file: impl Read, file_len: u64) -> Result<WavSpec, HeaderError> {
     let mut reader = io::BufReader::with_capacity(512, file);
     let mut riff = [0u8; 12];
     reader.read_exact(&mut riff)?;
