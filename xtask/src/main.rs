@@ -7,12 +7,14 @@ mod bisect;
 mod board;
 mod compare;
 mod deps;
+mod fuzz;
 mod gate;
 mod junit;
 mod lava;
 mod plot;
 mod results;
 mod run;
+mod soak;
 mod target;
 mod test;
 mod util;
@@ -61,6 +63,12 @@ enum Verb {
     /// The whole bisection on a board: endpoints confirmed, `git bisect
     /// run` with a deploying step, the culprit confirmed, the report.
     BisectRun(bisect::run::BisectRunArgs),
+    /// Fuzz every parser of outside input (cargo fuzz, nightly), one
+    /// target at a time: executions and coverage per target.
+    Fuzz(fuzz::FuzzArgs),
+    /// The player for N minutes on the virtual sink under hackbench, with
+    /// stalls injected at known moments: RSS, fds, threads, every stall.
+    Soak(soak::SoakArgs),
     /// Monte Carlo: trials per bisect step vs a fixed-n test.
     #[command(hide = true)]
     BisectSim(bisect::sim::SimArgs),
@@ -91,6 +99,8 @@ fn main() -> std::process::ExitCode {
         Verb::Bisect(args) => bisect::run(&args),
         Verb::BisectRun(args) => bisect::run::run(&args),
         Verb::BisectSim(args) => bisect::sim::run(&args),
+        Verb::Fuzz(args) => fuzz::run(&args),
+        Verb::Soak(args) => soak::run(&args),
     };
     match result {
         Ok(code) => code,

@@ -47,10 +47,13 @@ fn run(prog: &str, opts: &Options) -> Result<ExitCode> {
         _ => Box::new(std::io::stdout()),
     };
     // Find out now, not after an hour of load, that the report cannot be
-    // written.
+    // written: create the temporary the final write will use, and remove
+    // it again (a probe left behind would be a file nobody owns).
     if let Some(JsonTarget::File(path)) = &opts.json {
-        std::fs::File::create(tmp_path(path))
+        let tmp = xrunbench_schema::doc::temp_path_for(path);
+        std::fs::File::create(&tmp)
             .with_context(|| format!("cannot write the report {}", path.display()))?;
+        let _ = std::fs::remove_file(&tmp);
     }
     write!(human, "{}", opts.params.banner())?;
     human.flush()?;
@@ -100,17 +103,10 @@ fn write_json(target: &JsonTarget, report: &xrunbench_schema::HackbenchReport) -
             out.flush()?;
         }
         JsonTarget::File(path) => {
-            let tmp = tmp_path(path);
-            std::fs::write(&tmp, text).with_context(|| format!("writing {}", path.display()))?;
-            std::fs::rename(&tmp, path).with_context(|| format!("writing {}", path.display()))?;
+            // The shared atomic write: on a full disk its temporary is
+            // removed and the error names the file.
+            xrunbench_schema::doc::write_atomic(path, text.as_bytes())?;
         }
     }
     Ok(())
-}
-
-/// The temporary file the report is written to before the rename.
-fn tmp_path(path: &std::path::Path) -> std::path::PathBuf {
-    let mut tmp = path.as_os_str().to_owned();
-    tmp.push(".tmp");
-    tmp.into()
 }

@@ -10,6 +10,25 @@
 //! [`run`], [`list_devices`], and two facts the tests ask about the
 //! machine. Everything else is private to the crate.
 
+/// `eprintln!` that never panics: the player's stderr is often a log file,
+/// and a full disk under it must not turn a measurement into a panic (std's
+/// `eprintln!` panics when the write fails). Defined before the modules so
+/// that it is the one they see.
+macro_rules! eprintln {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), $($arg)*);
+    }};
+}
+
+/// `eprint!` that never panics; see `eprintln!` above.
+macro_rules! eprint {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = write!(std::io::stderr(), $($arg)*);
+    }};
+}
+
 pub mod cli;
 mod clock;
 mod convert;
@@ -66,7 +85,8 @@ impl PlayerError {
 pub struct Finished {
     /// The report (already written where `--json` said).
     pub report: PlayerReport,
-    /// The exit code: 0, or 1 after a fatal underrun.
+    /// The exit code: 0, 1 after a fatal underrun, 128 + the signal after
+    /// SIGINT, SIGTERM or SIGHUP (the report written first).
     pub exit_code: u8,
 }
 
@@ -108,6 +128,7 @@ fn choose_backend(cli: &Cli) -> (Backend, String) {
 fn stream_source(
     path: &Path,
     policy: TmpfsPolicy,
+    bytes: u64,
 ) -> Result<(PathBuf, Option<TmpCopy>), PlayerError> {
     if policy == TmpfsPolicy::Off {
         return Ok((path.to_path_buf(), None));
@@ -122,7 +143,16 @@ fn stream_source(
             tmpfs::SHM_DIR
         ))),
         (false, _) => {
-            let copy = TmpCopy::create(path, Path::new(tmpfs::SHM_DIR)).map_err(|e| {
+            let shm = Path::new(tmpfs::SHM_DIR);
+            if let Some(free) = tmpfs::free_bytes(shm).filter(|&f| f < bytes) {
+                return Err(PlayerError::Other(format!(
+                    "{}: what will be played takes {bytes} bytes and {} has {free} free \
+                     (use --tmpfs off to play in place, or a shorter --duration)",
+                    path.display(),
+                    tmpfs::SHM_DIR
+                )));
+            }
+            let copy = TmpCopy::create(path, shm, bytes).map_err(|e| {
                 PlayerError::Other(format!(
                     "{}: cannot copy to {}: {e} (use --tmpfs off to play in place)",
                     path.display(),
@@ -134,15 +164,24 @@ fn stream_source(
     }
 }
 
-fn open_sink(cli: &Cli, choice: Backend, fmt: StreamFormat) -> Result<Box<dyn Sink>, PlayerError> {
-    let req = BufferRequest {
+/// The buffer and period as the command line asks for them.
+fn buffer_request(cli: &Cli) -> BufferRequest {
+    BufferRequest {
         buffer_time_us: cli.buffer_time,
         period_time_us: cli.period_time,
         buffer_frames: cli.buffer_size,
         period_frames: cli.period_size,
-    };
+    }
+}
+
+fn open_sink(
+    cli: &Cli,
+    choice: Backend,
+    fmt: StreamFormat,
+    req: &BufferRequest,
+) -> Result<Box<dyn Sink>, PlayerError> {
     match choice {
-        Backend::Virtual => Ok(Box::new(sink::virtual_pcm::VirtualPcm::open(fmt, &req))),
+        Backend::Virtual => Ok(Box::new(sink::virtual_pcm::VirtualPcm::open(fmt, req))),
         Backend::Cpal => {
             let opts = sink::cpal_sink::CpalOptions {
                 host: cli.host,
@@ -152,7 +191,7 @@ fn open_sink(cli: &Cli, choice: Backend, fmt: StreamFormat) -> Result<Box<dyn Si
                 priority: cli.priority,
                 cpus: cli.cpu.clone(),
             };
-            sink::cpal_sink::CpalSink::open(&opts, fmt, &req)
+            sink::cpal_sink::CpalSink::open(&opts, fmt, req)
                 .map(|s| Box::new(s) as Box<dyn Sink>)
                 .map_err(|e| match e {
                     sink::cpal_sink::CpalOpenError::NotBuilt { .. } => {
@@ -161,28 +200,62 @@ fn open_sink(cli: &Cli, choice: Backend, fmt: StreamFormat) -> Result<Box<dyn Si
                     _ => PlayerError::Device(e.to_string()),
                 })
         }
-        _ => sink::alsa::AlsaSink::open(&cli.device, fmt, &req)
+        _ => sink::alsa::AlsaSink::open(&cli.device, fmt, req)
             .map(|s| Box::new(s) as Box<dyn Sink>)
             .map_err(|e| PlayerError::Device(e.to_string())),
     }
 }
 
-fn check_json_destination(dest: &Path) -> Result<(), PlayerError> {
-    if dest == Path::new("-") {
-        return Ok(());
-    }
-    let parent = dest
-        .parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    if !parent.is_dir() {
-        return Err(PlayerError::Input(format!(
-            "--json {}: directory {} does not exist",
-            dest.display(),
-            parent.display()
-        )));
-    }
-    Ok(())
+/// The largest buffer (and period) the player asks for, in bytes: what
+/// the kernel lets one card allocate for its PCM buffers by default
+/// (`snd_pcm.max_alloc_per_card`, 32 MiB). A request beyond it is refused
+/// as bad input rather than allocated, locked, or overflowed.
+pub const MAX_BUFFER_BYTES: u64 = 32 * 1024 * 1024;
+
+/// Checks the buffer and period asked for against [`MAX_BUFFER_BYTES`] for
+/// this file's frame size; returns the note to make when the period is
+/// longer than the buffer (the sink then shortens it).
+fn check_buffer_request(
+    req: &BufferRequest,
+    rate: u32,
+    frame_bytes: u64,
+) -> Result<Option<(u64, u64)>, PlayerError> {
+    let frames_of_us = |us: u32| (u128::from(us) * u128::from(rate) + 500_000) / 1_000_000;
+    let check = |option: String, frames: u128| -> Result<u64, PlayerError> {
+        let bytes = frames * u128::from(frame_bytes);
+        if bytes > u128::from(MAX_BUFFER_BYTES) {
+            return Err(PlayerError::Input(format!(
+                "{option}: {bytes} bytes ({frames} frames of {frame_bytes} bytes), more than \
+                 ALSA gives one card ({MAX_BUFFER_BYTES} bytes, the kernel's max_alloc_per_card)"
+            )));
+        }
+        // Bounded above by MAX_BUFFER_BYTES: fits.
+        Ok(frames as u64)
+    };
+    let buffer = match (req.buffer_frames, req.buffer_time_us) {
+        (Some(f), _) => Some(check(format!("--buffer-size {f}"), u128::from(f))?),
+        (None, Some(us)) => Some(check(format!("--buffer-time {us}"), frames_of_us(us))?),
+        (None, None) => None,
+    };
+    let period = match (req.period_frames, req.period_time_us) {
+        (Some(f), _) => Some(check(format!("--period-size {f}"), u128::from(f))?),
+        (None, Some(us)) => Some(check(format!("--period-time {us}"), frames_of_us(us))?),
+        (None, None) => None,
+    };
+    Ok(match (buffer, period) {
+        (Some(b), Some(p)) if p > b => Some((p, b)),
+        _ => None,
+    })
+}
+
+/// Bytes of the file that playback will read: the header and the frames
+/// `--duration` plays (all of them without it, or when the file repeats).
+fn bytes_to_play(spec: &xrunbench_wav::WavSpec, duration_s: Option<f64>) -> u64 {
+    let frames = match duration_s {
+        Some(d) => spec.frames.min((d * f64::from(spec.rate)).ceil() as u64),
+        None => spec.frames,
+    };
+    spec.data_offset + frames * spec.frame_bytes() as u64
 }
 
 /// The writer's priority. With cpal the device is fed by the callback's
@@ -216,15 +289,36 @@ pub fn run(cli: &Cli) -> Result<Finished, PlayerError> {
     let Some(file) = cli.file.as_deref() else {
         return Err(PlayerError::Input("a FILE to play is required".into()));
     };
-    if let Some(dest) = &cli.json {
-        check_json_destination(dest)?;
-    }
+    let json = cli
+        .json
+        .as_deref()
+        .map(report::JsonDest::check)
+        .transpose()
+        .map_err(PlayerError::Input)?;
     // Validate the file as given (errors name the user's path), then stream
     // from tmpfs.
-    drop(WavStream::open(file).map_err(|e| PlayerError::Input(e.to_string()))?);
-    let (source, _copy) = stream_source(file, cli.tmpfs)?;
+    let spec = WavStream::open(file)
+        .map_err(|e| PlayerError::Input(e.to_string()))?
+        .spec()
+        .clone();
+    let req = buffer_request(cli);
+    let long_period = check_buffer_request(&req, spec.rate, spec.frame_bytes() as u64)?;
+    let bytes = bytes_to_play(&spec, cli.duration);
+    // Copies of players killed before (their pid is gone) go first.
+    tmpfs::sweep_dead_copies(Path::new(tmpfs::SHM_DIR));
+    let (source, _copy) = stream_source(file, cli.tmpfs, bytes)?;
     let mut stream = WavStream::open(&source).map_err(|e| PlayerError::Input(e.to_string()))?;
-    let spec = stream.spec().clone();
+    let mut notes = Vec::new();
+    if _copy.is_some() {
+        let whole = std::fs::metadata(file).map_or(0, |m| m.len());
+        if bytes < whole {
+            notes.push(format!(
+                "copied {bytes} of {whole} bytes of {} to {}: what --duration plays",
+                file.display(),
+                tmpfs::SHM_DIR
+            ));
+        }
+    }
     let fmt = StreamFormat {
         format: spec.format,
         rate: spec.rate,
@@ -234,7 +328,20 @@ pub fn run(cli: &Cli) -> Result<Finished, PlayerError> {
     if !cli.quiet && cli.backend == Backend::Auto {
         eprintln!("xrun-player: backend {why}");
     }
-    let mut sink = open_sink(cli, choice, fmt)?;
+    let mut sink = open_sink(cli, choice, fmt, &req)?;
+    if let Some((asked, buffer)) = long_period {
+        // aplay's -v would show it; we say it, as the device changed it.
+        notes.push(format!(
+            "period of {asked} frames asked for is longer than the buffer ({buffer} frames): \
+             the period is {} frames",
+            sink.setup().period_frames
+        ));
+    }
+    if !cli.quiet {
+        for n in &notes {
+            eprintln!("xrun-player: note: {n}");
+        }
+    }
     if cli.verbose > 0 {
         eprint!("{}", sink.describe());
     }
@@ -297,15 +404,38 @@ pub fn run(cli: &Cli) -> Result<Finished, PlayerError> {
         priority,
         affinity,
     };
-    let params = report::negotiated(sink.setup(), &why);
+    let mut params = report::negotiated(sink.setup(), &why);
+    params.notes.extend(notes);
+    let read_error = outcome.read_error.clone();
     let report = report::build(started_at, file, params, outcome, process);
-    if let Some(dest) = &cli.json {
-        report::write_json(&report, dest)
-            .map_err(|e| PlayerError::Other(format!("--json: cannot write the report: {e}")))?;
-    }
+    let written = json.as_ref().map(|d| d.write(&report));
+    // The summary comes whatever happened to the report: it is the
+    // measurement too.
     if !cli.quiet {
         eprint!("{}", report::summary(&report));
     }
-    let exit_code = u8::from(report.ended == EndReason::FatalUnderrun);
+    if let Some(e) = read_error {
+        return Err(PlayerError::Other(format!(
+            "{}: reading it failed after {:.3} s of audio (was it truncated while playing?): \
+             {e}; the report covers what played",
+            report.file.path, report.audio_seconds
+        )));
+    }
+    if let (Some(Err(e)), Some(dest)) = (written, &cli.json) {
+        let kept = match report::keep_elsewhere(&report) {
+            Some(p) => format!("the report is in {} instead", p.display()),
+            None => "the report could not be kept anywhere".into(),
+        };
+        return Err(PlayerError::Other(format!(
+            "--json {}: cannot write the report: {e}; {kept}",
+            dest.display()
+        )));
+    }
+    let exit_code = match (report.ended, signals::received()) {
+        (EndReason::FatalUnderrun, _) => 1,
+        // As a shell reports a process a signal ended: 130 for SIGINT.
+        (EndReason::Signal, Some(sig)) => u8::try_from(128 + sig).unwrap_or(1),
+        _ => 0,
+    };
     Ok(Finished { report, exit_code })
 }

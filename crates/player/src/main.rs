@@ -2,6 +2,14 @@
 
 use std::process::ExitCode;
 
+/// `eprintln!` that never panics (stderr may be a log on a full disk).
+macro_rules! eprintln {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), $($arg)*);
+    }};
+}
+
 use clap::Parser;
 use xrunbench_player::cli::Cli;
 

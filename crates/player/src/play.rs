@@ -84,6 +84,58 @@ pub struct PlayOutcome {
     /// `--priority` / `--cpu` as applied to the device-feeding thread when
     /// the sink has one of its own (cpal's callback thread).
     pub feeder_scheduling: (Option<String>, Option<String>),
+    /// Reading the file failed mid-playback (it was truncated, say):
+    /// playback ended there, and what played is still reported.
+    pub read_error: Option<String>,
+}
+
+/// Underrun lines printed per second at most: a one-frame buffer underruns
+/// thousands of times a second, and printing each would itself starve the
+/// writer. The rest are counted and said once; every one is in the report.
+const MAX_LINES_PER_SECOND: u32 = 10;
+
+/// Rate limit of the underrun lines on stderr.
+struct Lines {
+    window_start: MonoNs,
+    in_window: u32,
+    suppressed: u64,
+}
+
+impl Lines {
+    fn new() -> Self {
+        Lines {
+            window_start: 0,
+            in_window: 0,
+            suppressed: 0,
+        }
+    }
+
+    /// Whether a line may be printed now (else it is counted).
+    fn allow(&mut self, now: MonoNs) -> bool {
+        if now - self.window_start >= 1_000_000_000 {
+            self.flush();
+            self.window_start = now;
+            self.in_window = 0;
+        }
+        if self.in_window < MAX_LINES_PER_SECOND {
+            self.in_window += 1;
+            true
+        } else {
+            self.suppressed += 1;
+            false
+        }
+    }
+
+    /// Says how many lines were not printed, if any.
+    fn flush(&mut self) {
+        if self.suppressed > 0 {
+            eprintln!(
+                "xrun-player: {} more underrun lines not printed (every underrun is in the report)",
+                self.suppressed
+            );
+            self.suppressed = 0;
+        }
+    }
 }
 
 /// A device or file failure that ends playback.
@@ -138,6 +190,8 @@ struct Player<'a> {
     /// Where the sink's device-side events land before they are accounted
     /// (allocated once).
     device_events: Vec<Underrun>,
+    /// The underrun lines' rate limit.
+    lines: Lines,
 }
 
 enum Step {
@@ -187,7 +241,9 @@ pub fn play(
         next_stall: 0,
         file_frames: stream.spec().frames.max(1),
         device_events: Vec::with_capacity(64),
+        lines: Lines::new(),
     };
+    let mut read_error = None;
     let mut file_loop = 0u64;
     let ended = loop {
         if stop.load(Ordering::Relaxed) {
@@ -199,7 +255,15 @@ pub fn play(
         }
         let room_frames = usize::try_from(room).unwrap_or(usize::MAX);
         let want = (buf.len() / frame_bytes).min(room_frames) * frame_bytes;
-        let frames = stream.read_frames(&mut buf[..want])?;
+        let frames = match stream.read_frames(&mut buf[..want]) {
+            Ok(n) => n,
+            Err(e) => {
+                // What played so far is still a measurement: end here and
+                // report it, with the error.
+                read_error = Some(e.to_string());
+                break EndReason::EndOfFile;
+            }
+        };
         if frames == 0 {
             file_loop += 1;
             if loops.is_some_and(|n| file_loop >= n) {
@@ -241,6 +305,7 @@ pub fn play(
     } else {
         ended
     };
+    p.lines.flush();
     let side = p.sink.device_side();
     Ok(PlayOutcome {
         ended,
@@ -254,6 +319,7 @@ pub fn play(
         stalls: side.stalls.unwrap_or(p.stalls_done),
         host_errors: side.host_errors,
         feeder_scheduling: (side.feeder_priority, side.feeder_affinity),
+        read_error,
     })
 }
 
@@ -321,7 +387,7 @@ impl Player<'_> {
             // says which loop of the file and where in it.
             e.file_loop = e.file_frame / self.file_frames;
             e.file_frame %= self.file_frames;
-            if !self.opts.quiet {
+            if !self.opts.quiet && self.lines.allow(clock::now()) {
                 eprintln!("{}", device_event_line(&e));
             }
             self.events.push(e);
@@ -375,7 +441,7 @@ impl Player<'_> {
             },
         };
         let at_least_ms = trusted.then(|| ms(now - began));
-        if !self.opts.quiet {
+        if !self.opts.quiet && self.lines.allow(now) {
             match at_least_ms {
                 Some(v) => eprintln!("underrun!!! (at least {v:.3} ms long)"),
                 None => eprintln!("underrun!!! (length unknown: no trustworthy clock)"),

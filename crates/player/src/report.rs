@@ -1,7 +1,7 @@
 //! The `xrunbench.player/1` document and the human summary.
 
 use std::io::Write;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use xrunbench_schema::player::{
     ClockSource, FileInfo, Negotiated, PlayerReport, ProcessInfo, Totals, Underrun, PLAYER_SCHEMA,
@@ -81,14 +81,99 @@ pub fn build(
 }
 
 /// Writes the report as JSON to `dest` (`-` is stdout). A file is written
-/// whole or not at all ([`xrunbench_schema::doc::write_atomic`]).
-pub fn write_json(report: &PlayerReport, dest: &Path) -> std::io::Result<()> {
+/// Where `--json` writes, checked before anything plays so that a long
+/// measurement is never lost to a destination that cannot take it.
+#[derive(Debug, Clone)]
+pub enum JsonDest {
+    /// `-`: stdout.
+    Stdout,
+    /// A device (`/dev/null`, `/dev/stderr`): written in place, never
+    /// replaced by a file.
+    Device(PathBuf),
+    /// A file, written atomically (temporary beside it, then renamed).
+    File(PathBuf),
+}
+
+impl JsonDest {
+    /// Checks `dest` the way the final write will use it: a file's
+    /// directory must take a new file (the temporary is created and removed
+    /// again), a device must open for writing; a directory, FIFO or socket
+    /// is refused. The error is one line naming `--json` and the path.
+    pub fn check(dest: &Path) -> Result<JsonDest, String> {
+        use std::os::unix::fs::FileTypeExt;
+        if dest == Path::new("-") {
+            return Ok(JsonDest::Stdout);
+        }
+        let bad = |what: String| format!("--json {}: {what}", dest.display());
+        if let Ok(meta) = std::fs::metadata(dest) {
+            let t = meta.file_type();
+            if t.is_dir() {
+                return Err(bad(
+                    "is a directory: expected a file to write the report to".into(),
+                ));
+            }
+            if t.is_char_device() {
+                std::fs::OpenOptions::new()
+                    .write(true)
+                    .open(dest)
+                    .map_err(|e| bad(format!("cannot open for writing: {e}")))?;
+                return Ok(JsonDest::Device(dest.to_path_buf()));
+            }
+            if !t.is_file() {
+                return Err(bad("not a regular file or a device".into()));
+            }
+        }
+        let parent = dest
+            .parent()
+            .filter(|p| !p.as_os_str().is_empty())
+            .unwrap_or(Path::new("."));
+        if !parent.is_dir() {
+            return Err(bad(format!(
+                "directory {} does not exist",
+                parent.display()
+            )));
+        }
+        let probe = xrunbench_schema::doc::temp_path_for(dest);
+        std::fs::File::create(&probe)
+            .map_err(|e| bad(format!("cannot create a file in {}: {e}", parent.display())))?;
+        let _ = std::fs::remove_file(&probe);
+        Ok(JsonDest::File(dest.to_path_buf()))
+    }
+
+    /// Writes `report` here.
+    pub fn write(&self, report: &PlayerReport) -> std::io::Result<()> {
+        let json = report_bytes(report)?;
+        match self {
+            JsonDest::Stdout => {
+                let mut out = std::io::stdout().lock();
+                out.write_all(&json)?;
+                out.flush()
+            }
+            JsonDest::Device(p) => std::fs::OpenOptions::new()
+                .write(true)
+                .open(p)?
+                .write_all(&json),
+            JsonDest::File(p) => xrunbench_schema::doc::write_atomic(p, &json),
+        }
+    }
+}
+
+/// The report as the file holds it: pretty JSON and a final newline.
+fn report_bytes(report: &PlayerReport) -> std::io::Result<Vec<u8>> {
     let mut json = serde_json::to_vec_pretty(report).map_err(std::io::Error::other)?;
     json.push(b'\n');
-    if dest == Path::new("-") {
-        return std::io::stdout().lock().write_all(&json);
-    }
-    xrunbench_schema::doc::write_atomic(dest, &json)
+    Ok(json)
+}
+
+/// Keeps a report that could not go where `--json` said: in the temporary
+/// directory, else on /dev/shm. Returns where it went.
+pub fn keep_elsewhere(report: &PlayerReport) -> Option<PathBuf> {
+    let json = report_bytes(report).ok()?;
+    let name = format!("xrun-player-report-{}.json", std::process::id());
+    [std::env::temp_dir(), PathBuf::from("/dev/shm")]
+        .into_iter()
+        .map(|d| d.join(&name))
+        .find(|p| xrunbench_schema::doc::write_atomic(p, &json).is_ok())
 }
 
 fn ms(us: u64) -> f64 {

@@ -2,11 +2,15 @@
 //! a flag, so the report is still written and every temporary file is
 //! removed on the normal return path.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 
 static STOP: AtomicBool = AtomicBool::new(false);
+/// Which signal set [`STOP`], for the exit code (128 + it, as a shell
+/// reports a process a signal ended).
+static SIGNAL: AtomicI32 = AtomicI32::new(0);
 
-extern "C" fn on_signal(_sig: libc::c_int) {
+extern "C" fn on_signal(sig: libc::c_int) {
+    SIGNAL.store(sig, Ordering::SeqCst);
     STOP.store(true, Ordering::SeqCst);
 }
 
@@ -28,4 +32,12 @@ pub fn install() {
 /// The flag the handlers set.
 pub fn stop_flag() -> &'static AtomicBool {
     &STOP
+}
+
+/// The signal that stopped playback, if one did.
+pub fn received() -> Option<i32> {
+    match SIGNAL.load(Ordering::SeqCst) {
+        0 => None,
+        s => Some(s),
+    }
 }

@@ -41,17 +41,24 @@ pub struct TmpCopy {
     path: PathBuf,
 }
 
+/// The prefix of our copies' names: `xrun-player-<pid>-<file name>`.
+const COPY_PREFIX: &str = "xrun-player-";
+
 impl TmpCopy {
-    /// Copies `src` into `dir` under a name of our own.
-    pub fn create(src: &Path, dir: &Path) -> std::io::Result<TmpCopy> {
+    /// Copies the first `bytes` of `src` (what will be played: a huge or
+    /// sparse file is not copied whole) into `dir` under a name of our own.
+    pub fn create(src: &Path, dir: &Path, bytes: u64) -> std::io::Result<TmpCopy> {
+        use std::io::Read;
         let stem = src
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_else(|| "audio.wav".into());
-        let path = dir.join(format!("xrun-player-{}-{stem}", std::process::id()));
+        let path = dir.join(format!("{COPY_PREFIX}{}-{stem}", std::process::id()));
         let copy = TmpCopy { path };
         // Own the path before the copy so a failed copy is removed too.
-        std::fs::copy(src, &copy.path)?;
+        let mut from = std::fs::File::open(src)?.take(bytes);
+        let mut to = std::fs::File::create(&copy.path)?;
+        std::io::copy(&mut from, &mut to)?;
         Ok(copy)
     }
 
@@ -67,6 +74,42 @@ impl Drop for TmpCopy {
     }
 }
 
+/// Free bytes on the file system of `dir`, if it can tell.
+pub fn free_bytes(dir: &Path) -> Option<u64> {
+    use std::os::unix::ffi::OsStrExt;
+    let c = std::ffi::CString::new(dir.as_os_str().as_bytes()).ok()?;
+    // SAFETY: statvfs is plain data; c is a valid NUL-terminated path.
+    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+    // SAFETY: valid pointers.
+    if unsafe { libc::statvfs(c.as_ptr(), &mut st) } != 0 {
+        return None;
+    }
+    #[allow(clippy::unnecessary_cast)] // the fields' widths differ per architecture
+    Some(st.f_bavail as u64 * st.f_frsize as u64)
+}
+
+/// Removes the copies in `dir` of players that are gone (a SIGKILL skips
+/// the removal at exit): `xrun-player-<pid>-…` whose pid no longer runs.
+/// Returns what it removed.
+pub fn sweep_dead_copies(dir: &Path) -> Vec<PathBuf> {
+    let mut removed = Vec::new();
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return removed;
+    };
+    for e in entries.flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        let pid = name
+            .strip_prefix(COPY_PREFIX)
+            .and_then(|rest| rest.split_once('-'))
+            .and_then(|(pid, _)| pid.parse::<u32>().ok());
+        let gone = pid.is_some_and(xrunbench_schema::doc::process_gone);
+        if gone && std::fs::remove_file(e.path()).is_ok() {
+            removed.push(e.path());
+        }
+    }
+    removed
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -76,9 +119,9 @@ mod tests {
         assert!(is_on_tmpfs(Path::new(SHM_DIR)).unwrap());
         let src = std::env::temp_dir().join(format!("xrun-tmpfs-test-{}", std::process::id()));
         std::fs::write(&src, b"abc").unwrap();
-        let copy = TmpCopy::create(&src, Path::new(SHM_DIR)).unwrap();
+        let copy = TmpCopy::create(&src, Path::new(SHM_DIR), 2).unwrap();
         let p = copy.path().to_path_buf();
-        assert_eq!(std::fs::read(&p).unwrap(), b"abc");
+        assert_eq!(std::fs::read(&p).unwrap(), b"ab", "only what was asked for");
         drop(copy);
         assert!(!p.exists());
         std::fs::remove_file(src).unwrap();

@@ -45,6 +45,53 @@ pub fn temp_path_for(path: &Path) -> PathBuf {
     path.with_file_name(format!(".{name}.tmp-{}", std::process::id()))
 }
 
+/// The pid a temporary's name carries: `PID` of `.NAME.tmp-PID`.
+pub fn temp_owner(name: &str) -> Option<u32> {
+    if !name.starts_with('.') {
+        return None;
+    }
+    name.rsplit_once(".tmp-")
+        .and_then(|(_, pid)| pid.parse::<u32>().ok())
+}
+
+/// Whether process `pid` is gone: no /proc entry, or a zombie (its files
+/// are closed; in a container nobody may ever reap it).
+pub fn process_gone(pid: u32) -> bool {
+    let stat = match fs::read_to_string(Path::new("/proc").join(pid.to_string()).join("stat")) {
+        Ok(s) => s,
+        Err(_) => return true,
+    };
+    // `pid (comm) STATE …`: the comm may hold anything, so read after ')'.
+    let state = stat
+        .rsplit_once(')')
+        .and_then(|(_, rest)| rest.split_whitespace().next());
+    matches!(state, Some("Z" | "X"))
+}
+
+/// Removes every temporary (`.NAME.tmp-PID`) under `dir`, recursively,
+/// whose writer is gone: what a SIGKILL between the create and the rename
+/// of [`write_atomic`] (or a scratch file named the same way) leaves.
+/// Returns what it removed. A live writer's files are never touched.
+pub fn sweep_dead_temporaries(dir: &Path) -> Vec<PathBuf> {
+    let mut removed = Vec::new();
+    let Ok(entries) = fs::read_dir(dir) else {
+        return removed;
+    };
+    for e in entries.flatten() {
+        let Ok(kind) = e.file_type() else { continue };
+        let path = e.path();
+        if kind.is_dir() {
+            removed.extend(sweep_dead_temporaries(&path));
+            continue;
+        }
+        let name = e.file_name().to_string_lossy().into_owned();
+        if temp_owner(&name).is_some_and(process_gone) && fs::remove_file(&path).is_ok() {
+            removed.push(path);
+        }
+    }
+    removed
+}
+
 /// `t` as RFC 3339 UTC with whole seconds: `2026-11-30T21:49:32Z`.
 pub fn rfc3339(t: SystemTime) -> String {
     let c = Civil::of(t);
@@ -126,6 +173,30 @@ mod tests {
         let leap = UNIX_EPOCH + Duration::from_secs(951_782_400);
         assert_eq!(utc_stamp(leap), "20000229T000000Z");
         assert_eq!(rfc3339(UNIX_EPOCH), "1970-01-01T00:00:00Z");
+    }
+
+    #[test]
+    fn only_temporaries_of_gone_writers_are_swept() {
+        let dir = std::env::temp_dir().join(format!("xrunbench-sweep-test-{}", std::process::id()));
+        let sub = dir.join("trials");
+        fs::create_dir_all(&sub).unwrap();
+        // A pid above the kernel's pid_max is never a live process.
+        let dead = sub.join(".a-1.json.tmp-4194305");
+        let live = sub.join(format!(".b-1.json.tmp-{}", std::process::id()));
+        let kept = [
+            sub.join("a-1.json"),
+            sub.join("x.tmp-4194305"),
+            live.clone(),
+        ];
+        for p in kept.iter().chain([&dead]) {
+            fs::write(p, b"x").unwrap();
+        }
+        assert_eq!(sweep_dead_temporaries(&dir), std::slice::from_ref(&dead));
+        assert!(!dead.exists() && kept.iter().all(|p| p.exists()));
+        assert_eq!(temp_owner(".x.tmp-12"), Some(12));
+        assert_eq!(temp_owner(".x.tmp-"), None);
+        assert!(!process_gone(std::process::id()));
+        fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

@@ -27,7 +27,7 @@ use xrunbench_schema::trial::KnobRecord;
 
 use crate::fingerprint::boot_id;
 use crate::knobs::{self, KnobError, KnobKind, KnobWrite};
-use crate::machine::Machine;
+use crate::machine::{KnobRoots, Machine};
 use crate::signals::{self, StopReason};
 
 /// Schema of a journal file.
@@ -414,25 +414,14 @@ fn replay_one(machine: &Machine, dir: &Path, path: &Path, report: &mut ReplayRep
         return;
     }
     // Every path is checked before anything is written.
-    let writes: Vec<KnobWrite> = doc
-        .entries
-        .iter()
-        .map(JournalEntry::restoring_write)
-        .collect();
-    for (i, w) in writes.iter().enumerate() {
-        let bad = if !knobs::is_one_line(&w.value) {
-            Some(format!("entries[{i}].restore is not one line"))
-        } else {
-            knobs::check_path(w, &machine.roots)
-                .err()
-                .map(|e| format!("entries[{i}]: {e}"))
-        };
-        if let Some(why) = bad {
+    let writes = match vetted_writes(&doc, &machine.roots) {
+        Ok(w) => w,
+        Err(why) => {
             report.rejected += 1;
             report.lines.push(move_aside(dir, path, &why));
             return;
         }
-    }
+    };
     let mut failures = Vec::new();
     for w in writes.iter().rev() {
         if let Err(e) = knobs::write_value(w, &w.value) {
@@ -465,8 +454,30 @@ fn replay_one(machine: &Machine, dir: &Path, path: &Path, report: &mut ReplayRep
 /// Reads and parses a journal; the error is one line saying why not.
 fn read_journal(path: &Path) -> Result<JournalDoc, String> {
     let text = fs::read_to_string(path).map_err(|e| format!("unreadable: {e}"))?;
-    let doc: JournalDoc =
-        serde_json::from_str(&text).map_err(|e| format!("not a journal ({e})"))?;
+    parse_journal(&text)
+}
+
+/// The writes that would restore what `doc` journaled, each checked (one
+/// line, a file of its kind under its root) before any is written; the
+/// error names the first entry that is not to be trusted.
+pub fn vetted_writes(doc: &JournalDoc, roots: &KnobRoots) -> Result<Vec<KnobWrite>, String> {
+    let writes: Vec<KnobWrite> = doc
+        .entries
+        .iter()
+        .map(JournalEntry::restoring_write)
+        .collect();
+    for (i, w) in writes.iter().enumerate() {
+        if !knobs::is_one_line(&w.value) {
+            return Err(format!("entries[{i}].restore is not one line"));
+        }
+        knobs::check_path(w, roots).map_err(|e| format!("entries[{i}]: {e}"))?;
+    }
+    Ok(writes)
+}
+
+/// Parses a journal's text (schema checked); the error is one line.
+pub fn parse_journal(text: &str) -> Result<JournalDoc, String> {
+    let doc: JournalDoc = serde_json::from_str(text).map_err(|e| format!("not a journal ({e})"))?;
     if doc.schema != JOURNAL_SCHEMA {
         return Err(format!(
             "schema `{}`, expected `{JOURNAL_SCHEMA}`",

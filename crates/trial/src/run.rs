@@ -182,14 +182,22 @@ fn trial(
     check_stop()?;
     let work = WorkDir::for_spec(spec)?;
     let audio = PreparedAudio::prepare(spec, machine)?;
-    let player_json = work.path.join(format!(".{stem}.player.json"));
-    let load_json = work.path.join(format!(".{stem}.load.json"));
+    // The tools' reports are scratch: read into the record, then removed
+    // on every path (a full disk, a failing tool), never left beside it.
+    // Named as temporaries of this process, so that after a SIGKILL the
+    // runner's sweep knows them for a dead writer's.
+    let me = std::process::id();
+    let scratch = Scratch(vec![
+        work.path.join(format!(".{stem}.player.json.tmp-{me}")),
+        work.path.join(format!(".{stem}.load.json.tmp-{me}")),
+    ]);
+    let (player_json, load_json) = (&scratch.0[0], &scratch.0[1]);
     let duration_s = spec.duration_us as f64 / 1e6;
-    let player_args = spec.player.to_args(&audio.path, duration_s, &player_json);
+    let player_args = spec.player.to_args(&audio.path, duration_s, player_json);
     let load_args = spec
         .load
         .as_ref()
-        .map(|l| l.to_args(spec.warmup_us, spec.duration_us, &load_json));
+        .map(|l| l.to_args(spec.warmup_us, spec.duration_us, load_json));
     let bins = Binaries::find(&opts.bin_dir, load_args.is_some())?;
     record.player_command = command_line(&bins.player, &player_args);
     record.load_command = load_args.as_ref().map(|a| command_line(&bins.hackbench, a));
@@ -238,7 +246,7 @@ fn trial(
     let (player_status, load_status) = played?;
     restored.map_err(failed)?;
     check_player_status(player_status, &work.log(stem, "player"))?;
-    let player: PlayerReport = read_report(&player_json, "xrun-player")?;
+    let player: PlayerReport = read_report(player_json, "xrun-player")?;
     if player.schema != xrunbench_schema::player::PLAYER_SCHEMA {
         return Err(failed(format!(
             "xrun-player's report has schema `{}`, expected `{}`",
@@ -257,10 +265,13 @@ fn trial(
     }
     record.player = Some(player);
     if let Some(status) = load_status {
-        record.load = Some(read_load_report(&load_json, status)?);
+        record.load = Some(read_load_report(
+            load_json,
+            status,
+            &work.log(stem, "load"),
+        )?);
     }
-    let _ = std::fs::remove_file(&player_json);
-    let _ = std::fs::remove_file(&load_json);
+    drop(scratch);
     drop(audio);
     Ok(())
 }
@@ -544,13 +555,28 @@ fn read_report<T: DeserializeOwned>(path: &Path, who: &str) -> Result<T, Stop> {
     })
 }
 
-fn read_load_report(path: &Path, status: ExitStatus) -> Result<HackbenchReport, Stop> {
+fn read_load_report(path: &Path, status: ExitStatus, log: &Path) -> Result<HackbenchReport, Stop> {
     // We stop hackbench with SIGTERM; it reports and exits 0 (or dies of
     // the signal if it was between rounds' bookkeeping).
     match read_report::<HackbenchReport>(path, "xrun-hackbench") {
         Ok(r) => Ok(r),
         Err(e) if ended_cleanly_or_by_sigterm(status) => Err(e),
-        Err(_) => Err(failed(format!("xrun-hackbench failed ({status})"))),
+        // What it said last is why (a report it could not write, say).
+        Err(_) => Err(failed(format!(
+            "xrun-hackbench failed ({status}): {}",
+            last_line(log)
+        ))),
+    }
+}
+
+/// Files of the trial's own making, removed when it ends however it ends.
+struct Scratch(Vec<PathBuf>);
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        for p in &self.0 {
+            let _ = std::fs::remove_file(p);
+        }
     }
 }
 

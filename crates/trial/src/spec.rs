@@ -185,7 +185,13 @@ pub fn json_path_at(text: &str, offset: usize) -> String {
     let mut in_string = false;
     let mut escaped = false;
     let mut current = String::new();
-    for c in text[..offset.min(text.len())].chars() {
+    // The offset comes from a parser's line and column, which may point
+    // inside a multi-byte character: scan up to the character it is in.
+    let mut end = offset.min(text.len());
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    for c in text[..end].chars() {
         if in_string {
             if escaped {
                 escaped = false;
@@ -413,6 +419,18 @@ fn validate_knob(k: &KnobSpec) -> Result<(), String> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn an_error_next_to_a_multibyte_character_is_named_not_a_panic() {
+        // Found by the trial_spec fuzz target: the error's column fell
+        // inside a two-byte character, and slicing the text there panicked.
+        let text = "{\u{70c}chema\":\"xrunbench.trial-spec/1\"}";
+        let e = parse_many(text, "fuzz").unwrap_err();
+        assert!(!e.0.contains('\n'), "{e:?}");
+        for offset in 0..=text.len() + 1 {
+            let _ = json_path_at(text, offset);
+        }
+    }
+
     use super::*;
 
     const MIN: &str = r#"{

@@ -61,6 +61,15 @@ pub enum WavError {
         /// Why.
         source: io::Error,
     },
+    /// Not a regular file (a FIFO, a device, a directory): refused before
+    /// anything is read from it.
+    #[error("{path}: not a regular file ({what}): expected a WAV file")]
+    NotRegular {
+        /// The file.
+        path: PathBuf,
+        /// What it is instead ("a FIFO").
+        what: &'static str,
+    },
     /// The file's structure is not what a playable WAV file has.
     #[error("{path}: not a playable WAV file: {what}")]
     Malformed {
@@ -90,6 +99,17 @@ pub struct WavSpec {
 }
 
 impl WavSpec {
+    /// Parses a header from memory: `bytes` are the file's first bytes and
+    /// `file_len` its whole length (what [`WavStream::open`] reads from the
+    /// file; here for the fuzz targets and the regression tests of what
+    /// they found). The error is the text [`WavError::Malformed`] carries.
+    pub fn parse(bytes: &[u8], file_len: u64) -> Result<WavSpec, String> {
+        parse_header(bytes, file_len).map_err(|e| match e {
+            HeaderError::Io(e) => e.to_string(),
+            HeaderError::Malformed(what) => what,
+        })
+    }
+
     /// Bytes per frame.
     pub fn frame_bytes(&self) -> usize {
         self.format.bytes() * usize::from(self.channels)
@@ -118,7 +138,13 @@ impl WavStream {
             path: path.to_path_buf(),
             source,
         };
-        let file = File::open(path).map_err(io_err)?;
+        let file = open_regular(path).map_err(|e| match e {
+            OpenError::Io(source) => io_err(source),
+            OpenError::NotRegular(what) => WavError::NotRegular {
+                path: path.to_path_buf(),
+                what,
+            },
+        })?;
         let len = file.metadata().map_err(io_err)?.len();
         let spec = parse_header(&file, len).map_err(|e| match e {
             HeaderError::Io(source) => io_err(source),
@@ -159,6 +185,51 @@ impl WavStream {
         Ok(frames)
     }
 }
+
+enum OpenError {
+    Io(io::Error),
+    /// What it is instead ("a FIFO").
+    NotRegular(&'static str),
+}
+
+/// Opens `path` for reading if it is a regular file. Non-blocking, so that
+/// a FIFO is refused at once instead of waiting (no signal ends the wait of
+/// a blocking open) for a writer; the flag changes nothing for a regular
+/// file, and the type is checked on the open file, not on a name that may
+/// change in between.
+fn open_regular(path: &Path) -> Result<File, OpenError> {
+    use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(path)
+        .map_err(OpenError::Io)?;
+    let t = file.metadata().map_err(OpenError::Io)?.file_type();
+    if t.is_file() {
+        return Ok(file);
+    }
+    Err(OpenError::NotRegular(if t.is_fifo() {
+        "a FIFO"
+    } else if t.is_dir() {
+        "a directory"
+    } else if t.is_char_device() {
+        "a character device"
+    } else if t.is_block_device() {
+        "a block device"
+    } else if t.is_socket() {
+        "a socket"
+    } else {
+        "not a file"
+    }))
+}
+
+/// The highest sample rate ALSA names (`SNDRV_PCM_RATE_768000`): no PCM
+/// plays faster, and a rate beyond it is a corrupt or hostile header.
+pub const MAX_RATE: u32 = 768_000;
+
+/// The most channels a frame may have here: more than any ALSA device
+/// offers (MADI cards: 64), and it keeps a frame within 1 KiB.
+pub const MAX_CHANNELS: u16 = 256;
 
 enum HeaderError {
     Io(io::Error),
@@ -201,7 +272,7 @@ struct Fmt {
 /// anything beyond a few hundred is not a format description).
 const MAX_FMT_BYTES: u64 = 1024;
 
-fn parse_header(file: &File, file_len: u64) -> Result<WavSpec, HeaderError> {
+fn parse_header(file: impl Read, file_len: u64) -> Result<WavSpec, HeaderError> {
     let mut reader = io::BufReader::with_capacity(512, file);
     let mut riff = [0u8; 12];
     reader.read_exact(&mut riff)?;
@@ -321,8 +392,20 @@ fn spec_from(
     if f.channels == 0 {
         return malformed("0 channels, expected at least 1");
     }
+    if f.channels > MAX_CHANNELS {
+        return malformed(format!(
+            "{} channels, expected 1..={MAX_CHANNELS}",
+            f.channels
+        ));
+    }
     if f.rate == 0 {
         return malformed("sample rate 0 Hz, expected a positive rate");
+    }
+    if f.rate > MAX_RATE {
+        return malformed(format!(
+            "sample rate {} Hz, expected 1..={MAX_RATE} (the highest rate ALSA names)",
+            f.rate
+        ));
     }
     if f.valid_bits == 0 || f.valid_bits > f.bits {
         return malformed(format!(
@@ -486,6 +569,49 @@ mod tests {
         assert!(e.to_string().contains("truncated"), "{e}");
         let e = open_bytes(b"ID3\x04 not a wav file at all").unwrap_err();
         assert!(e.to_string().contains("expected \"RIFF\""), "{e}");
+    }
+
+    #[test]
+    fn header_fields_beyond_what_a_pcm_plays_are_refused_naming_the_limit() {
+        // `header` computes the byte rate as rate × block, which overflows
+        // for these rates: the reader never looks at it.
+        let mut bytes = header(1, 1, 8000, 16, &[0; 8]);
+        for (rate, shown) in [(u32::MAX, "4294967295"), (1_000_000_000, "1000000000")] {
+            bytes[24..28].copy_from_slice(&rate.to_le_bytes());
+            let e = open_bytes(&bytes).unwrap_err().to_string();
+            assert!(
+                e.contains(&format!("sample rate {shown} Hz, expected 1..={MAX_RATE}")),
+                "{e}"
+            );
+        }
+        bytes[24..28].copy_from_slice(&MAX_RATE.to_le_bytes());
+        assert_eq!(open_bytes(&bytes).unwrap().spec().rate, MAX_RATE);
+        let wide = header(1, MAX_CHANNELS + 1, 8000, 8, &[0; 600]);
+        let e = open_bytes(&wide).unwrap_err().to_string();
+        assert!(
+            e.contains(&format!(
+                "{} channels, expected 1..={MAX_CHANNELS}",
+                MAX_CHANNELS + 1
+            )),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn a_fifo_is_refused_without_waiting_for_a_writer() {
+        let dir = std::env::temp_dir().join(format!("xrunbench-wav-fifo-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let fifo = dir.join("f.wav");
+        let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+        // SAFETY: a valid NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        let e = WavStream::open(&fifo).unwrap_err().to_string();
+        std::fs::remove_dir_all(&dir).unwrap();
+        assert!(e.contains("f.wav: not a regular file (a FIFO)"), "{e}");
+        let e = WavStream::open(Path::new("/dev/zero"))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("not a regular file (a character device)"), "{e}");
     }
 
     #[test]

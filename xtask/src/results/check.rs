@@ -55,6 +55,23 @@ pub fn parse_doc<T: DeserializeOwned>(
     })
 }
 
+/// A trial file's text as the reader checks it: a `xrunbench.trial/1`
+/// record (and, when it is a measurement, every number a table reads) at
+/// `path` (a name of `trials/`). The fuzz targets and their regression
+/// tests go through here.
+pub fn check_record_text(path: &Path, text: &str) -> Result<TrialRecord, LoadError> {
+    let r: TrialRecord = parse_doc(
+        path,
+        text,
+        xrunbench_schema::trial::TRIAL_SCHEMA,
+        "trial record",
+    )?;
+    if r.measured().is_some() {
+        check_measured(path, &r)?;
+    }
+    Ok(r)
+}
+
 /// The longest a trial can last, s: its spec carries every duration as
 /// whole µs in a u64, so no figure measured within one trial is longer.
 /// Bounding by it also keeps every sum over trials finite.
@@ -139,6 +156,20 @@ pub fn check_measured(path: &Path, record: &TrialRecord) -> Result<(), LoadError
         }
         if let Some(s) = l.params.duration_s {
             duration(path, "load.params.duration_s", s, Unit::Seconds)?;
+        }
+        // The rounds ran one after another within one trial: their sum is
+        // a duration too (and the tables add them up).
+        let total = l
+            .rounds_us
+            .iter()
+            .try_fold(0u64, |sum, &us| sum.checked_add(us));
+        if total.is_none() {
+            return Err(LoadError(format!(
+                "{}: load.rounds_us sums to more than {} us: expected the round times of one \
+                 trial in us (the longest trial a spec can ask for)",
+                path.display(),
+                u64::MAX
+            )));
         }
     }
     Ok(())

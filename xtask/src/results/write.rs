@@ -73,9 +73,59 @@ impl RunWriter {
         &self.dir
     }
 
-    /// `run.json`.
+    /// `run.json` as the run starts. It also sets aside room for the
+    /// run's last word: a hidden file as large as this `run.json` will be
+    /// with its outcome, which [`RunWriter::final_manifest`] frees first,
+    /// so a disk the trials filled still takes how the run ended.
     pub fn manifest(&self, manifest: &RunManifest) -> Result<()> {
-        write_json(&self.dir.join(layout::MANIFEST), manifest)
+        let path = self.dir.join(layout::MANIFEST);
+        let text = json_text(&path, manifest)?;
+        write_text(&path, &text)?;
+        // Best effort: without the room the outcome may still fit.
+        let _ = reserve(&self.reserve_path(), text.len() as u64 + OUTCOME_ROOM);
+        Ok(())
+    }
+
+    /// `run.json` as the run ends, outcome included: the room set aside
+    /// freed first; if it still cannot be written, the manifest goes to a
+    /// file in the temporary directory (or /dev/shm) and the error says
+    /// where, so how the run ended is never lost.
+    pub fn final_manifest(&self, manifest: &RunManifest) -> Result<()> {
+        let _ = fs::remove_file(self.reserve_path());
+        let path = self.dir.join(layout::MANIFEST);
+        let text = json_text(&path, manifest)?;
+        let Err(e) = write_text(&path, &text) else {
+            return Ok(());
+        };
+        let name = format!(
+            "xrunbench-{}-{}.run.json",
+            manifest.scenario.name,
+            self.dir
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default()
+        );
+        for dir in [std::env::temp_dir(), PathBuf::from("/dev/shm")] {
+            let elsewhere = dir.join(&name);
+            if write_text(&elsewhere, &text).is_ok() {
+                return Err(e.context(format!(
+                    "the run's manifest and outcome are in {} instead",
+                    elsewhere.display()
+                )));
+            }
+        }
+        Err(e.context("the run's outcome could not be written anywhere"))
+    }
+
+    /// The room set aside for the final `run.json`.
+    fn reserve_path(&self) -> PathBuf {
+        self.dir.join(reserve_name())
+    }
+
+    /// Removes what killed writers left in the run directory: temporaries
+    /// of atomic writes and a trial's scratch files, whose process is gone.
+    pub fn sweep(&self) -> Vec<PathBuf> {
+        xrunbench_schema::doc::sweep_dead_temporaries(&self.dir)
     }
 
     /// A trial record: `trials/<stem>.json` when it is a measurement, else
@@ -118,13 +168,50 @@ impl RunWriter {
     }
 }
 
-/// Serializes `value` as pretty JSON (with a final newline) and writes it
-/// atomically.
-fn write_json<T: Serialize>(path: &Path, value: &T) -> Result<()> {
+/// The hidden file that holds room for the final `run.json` while a run
+/// is under way: a temporary of this process, so that what a SIGKILLed
+/// runner leaves is swept ([`RunWriter::sweep`], `cargo xtask restore`).
+fn reserve_name() -> String {
+    format!(".run.json.reserve.tmp-{}", std::process::id())
+}
+
+/// Room for the outcome (an error line) beyond the first `run.json`, and
+/// for the filesystem's rounding to blocks.
+const OUTCOME_ROOM: u64 = 16 * 1024;
+
+/// Fills `path` with `bytes` real zeros (a sparse file would hold no
+/// room); removed again if that fails.
+fn reserve(path: &Path, bytes: u64) -> std::io::Result<()> {
+    use std::io::Write;
+    let made = (|| {
+        let mut f = fs::File::create(path)?;
+        let block = [0u8; 4096];
+        let mut left = bytes;
+        while left > 0 {
+            let n = left.min(block.len() as u64) as usize;
+            f.write_all(&block[..n])?;
+            left -= n as u64;
+        }
+        f.sync_all()
+    })();
+    if made.is_err() {
+        let _ = fs::remove_file(path);
+    }
+    made
+}
+
+/// `value` as pretty JSON with a final newline.
+fn json_text<T: Serialize>(path: &Path, value: &T) -> Result<String> {
     let mut text = serde_json::to_string_pretty(value)
         .with_context(|| format!("serializing {}", path.display()))?;
     text.push('\n');
-    write_text(path, &text)
+    Ok(text)
+}
+
+/// Serializes `value` as pretty JSON (with a final newline) and writes it
+/// atomically.
+fn write_json<T: Serialize>(path: &Path, value: &T) -> Result<()> {
+    write_text(path, &json_text(path, value)?)
 }
 
 fn write_text(path: &Path, text: &str) -> Result<()> {
@@ -144,6 +231,41 @@ mod tests {
         assert_ne!(a.dir(), b.dir());
         assert!(a.dir().join("trials").is_dir());
         assert!(a.dir().is_absolute());
+    }
+
+    #[test]
+    fn room_is_set_aside_for_the_outcome_and_freed_for_it() {
+        let root = tempfile::tempdir().unwrap();
+        let w = RunWriter::create(root.path(), "s", None).unwrap();
+        let mut m = crate::results::testing::manifest(&["a"]);
+        w.manifest(&m).unwrap();
+        let reserve = w.dir().join(reserve_name());
+        let run_json = fs::metadata(w.dir().join("run.json")).unwrap().len();
+        assert_eq!(
+            fs::metadata(&reserve).unwrap().len(),
+            run_json + OUTCOME_ROOM
+        );
+        m.outcome = Some(crate::results::Outcome::Completed);
+        w.final_manifest(&m).unwrap();
+        assert!(!reserve.exists());
+        let names: Vec<_> = fs::read_dir(w.dir()).unwrap().flatten().collect();
+        assert_eq!(names.len(), 2, "run.json and trials/ only: {names:?}");
+    }
+
+    #[test]
+    fn an_outcome_that_cannot_go_into_the_run_dir_goes_elsewhere_and_says_where() {
+        let root = tempfile::tempdir().unwrap();
+        let w = RunWriter::at(&root.path().join("gone"));
+        let mut m = crate::results::testing::manifest(&["a"]);
+        m.outcome = Some(crate::results::Outcome::Interrupted { signal: 15 });
+        let e = format!("{:#}", w.final_manifest(&m).unwrap_err());
+        let (_, rest) = e.split_once(" are in ").expect(&e);
+        let elsewhere = PathBuf::from(rest.split(" instead").next().unwrap());
+        let back: serde_json::Value =
+            serde_json::from_str(&fs::read_to_string(&elsewhere).unwrap()).unwrap();
+        fs::remove_file(&elsewhere).unwrap();
+        assert_eq!(back["outcome"]["signal"], 15, "{e}");
+        assert!(e.contains("gone/run.json"), "{e}");
     }
 
     #[test]

@@ -25,7 +25,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 use xrunbench_schema::trial::{AudioInput, TrialRecord};
 
 use self::plan::PlannedTrial;
@@ -149,6 +149,10 @@ pub struct RestoreArgs {
     /// Use xrun-trial from DIR instead of building it.
     #[arg(long, value_name = "DIR")]
     pub bin_dir: Option<PathBuf>,
+    /// Where run directories are (default: <workspace>/results): what a
+    /// killed run left half-written there is removed.
+    #[arg(long, value_name = "DIR")]
+    pub results_dir: Option<PathBuf>,
     /// On this board instead of here.
     #[command(flatten)]
     pub target: TargetArgs,
@@ -188,6 +192,15 @@ pub fn restore(args: &RestoreArgs) -> Result<ExitCode> {
     let (ok, lines) = restored?;
     for l in lines {
         println!("{l}");
+    }
+    // The host's share of what a killed run leaves: temporaries in the
+    // results, whose writer is gone.
+    let results = args
+        .results_dir
+        .clone()
+        .unwrap_or_else(default_results_root);
+    for p in xrunbench_schema::doc::sweep_dead_temporaries(&results) {
+        println!("removed {}, left by a killed run", p.display());
     }
     Ok(if ok {
         ExitCode::SUCCESS
@@ -266,6 +279,11 @@ pub fn run(args: &RunArgs) -> Result<ExitCode> {
 
     let (finished, outcome) = run_plan(&mut session, &run_dir, &plan);
     session.finish();
+    // A trial killed on the way (its scratch files) or an earlier writer
+    // killed mid-write left files no reader wants.
+    for p in out.sweep() {
+        eprintln!("xtask: removed {}, left by a killed process", p.display());
+    }
     // Everything after the trials reads back what is on disk: what a later
     // `compare` sees.
     let (outcome, dir) = match RunDir::read(&run_dir) {
@@ -280,15 +298,14 @@ pub fn run(args: &RunArgs) -> Result<ExitCode> {
     // How the run ended goes into run.json first: nothing that may fail
     // below (a full disk) may keep it from being recorded.
     manifest.outcome = Some(outcome.clone());
-    let mut first_error = out.manifest(&manifest).err();
+    let mut write_errors = Vec::new();
+    write_errors.extend(out.final_manifest(&manifest).err());
     let measured = dir.as_ref().map_or(0, |d| d.records.len());
     if let Some(dir) = &dir {
         debug_assert!(measured == finished || matches!(outcome, Outcome::Failed { .. }));
-        if let Err(e) = write_summary(&out, dir, &outcome) {
-            first_error.get_or_insert(e);
-        }
+        write_errors.extend(write_summary(&out, dir, &outcome).err());
         if measured > 0 {
-            write_comparison_and_plots(&out, dir);
+            write_errors.extend(write_comparison_and_plots(&out, dir).err());
         }
     }
     let mut gates_failed = false;
@@ -310,16 +327,13 @@ pub fn run(args: &RunArgs) -> Result<ExitCode> {
         }
         gates_failed = args.gate && !crate::gate::all_pass(&verdicts);
         if let Some(j) = &args.junit {
-            if let Err(e) = crate::junit::write(j, dir, &verdicts, &manifest.target) {
-                first_error.get_or_insert(e);
-            }
+            write_errors.extend(crate::junit::write(j, dir, &verdicts, &manifest.target).err());
         }
     }
-    if let Some(e) = first_error {
-        return Err(e);
-    }
     println!("results: {}", run_dir.display());
-    Ok(match outcome {
+    // The first thing that went wrong is said first; what could not be
+    // written afterwards (often for the same reason) follows.
+    let code = match outcome {
         Outcome::Completed if gates_failed => ExitCode::from(EXIT_GATE_FAILED),
         Outcome::Completed => ExitCode::SUCCESS,
         Outcome::Interrupted { signal } => {
@@ -332,6 +346,14 @@ pub fn run(args: &RunArgs) -> Result<ExitCode> {
             eprintln!("xtask: {error}");
             ExitCode::FAILURE
         }
+    };
+    for e in &write_errors {
+        eprintln!("xtask: {e:#}");
+    }
+    Ok(if write_errors.is_empty() || code != ExitCode::SUCCESS {
+        code
+    } else {
+        ExitCode::FAILURE
     })
 }
 
@@ -345,24 +367,20 @@ fn write_summary(out: &RunWriter, dir: &RunDir, outcome: &Outcome) -> Result<()>
 
 /// After the trials: prints the comparison table and writes it in every
 /// format (`comparison.txt`, `.md`, `.csv`, `.json`) and the plots into
-/// the run directory. A problem here is reported but does not fail the
-/// run: the trials are already safe.
-fn write_comparison_and_plots(out: &RunWriter, dir: &RunDir) {
+/// the run directory. The trials are already safe; an error here is
+/// reported after the run's outcome.
+fn write_comparison_and_plots(out: &RunWriter, dir: &RunDir) -> Result<()> {
     use crate::compare::export::{exporter, Format};
     use crate::compare::{build, table::Significance, ALPHA};
-    let result = (|| -> Result<()> {
-        let table = build(std::slice::from_ref(dir), Significance::Mwu, ALPHA);
-        println!();
-        print!("{}", exporter(Format::Text).render(&table));
-        for format in Format::ALL {
-            out.comparison(format.extension(), &exporter(format).render(&table))?;
-        }
-        crate::plot::write_all(dir)?;
-        Ok(())
-    })();
-    if let Err(e) = result {
-        eprintln!("xtask: comparison or plots not written: {e:#}");
+    let table = build(std::slice::from_ref(dir), Significance::Mwu, ALPHA);
+    println!();
+    print!("{}", exporter(Format::Text).render(&table));
+    for format in Format::ALL {
+        out.comparison(format.extension(), &exporter(format).render(&table))
+            .context("comparison not written")?;
     }
+    crate::plot::write_all(dir).context("plots not written")?;
+    Ok(())
 }
 
 fn bad_input(lines: &[String]) -> ExitCode {

@@ -210,7 +210,20 @@ impl Session {
                 .run_trial(&spec, progress, &|| signals::stop_requested().is_some());
             let (reason, pid) = match run {
                 TrialRun::Record(record) => {
-                    out.trial_record(&record)?;
+                    if let Err(e) = out.trial_record(&record) {
+                        let why = unkept(&record.outcome, &e);
+                        let asked = signals::stop_requested().is_some();
+                        if asked && matches!(record.outcome, TrialOutcome::Interrupted { .. }) {
+                            eprintln!("xtask: trial {stem} {why}");
+                            return Ok(TrialEnd::Interrupted);
+                        }
+                        if matches!(record.outcome, TrialOutcome::Ran) {
+                            anyhow::bail!("trial {stem} {why}");
+                        }
+                        // What the trial itself said comes first: a full
+                        // disk must not hide why it failed.
+                        return Ok(TrialEnd::Failed(why));
+                    }
                     match &record.outcome {
                         TrialOutcome::Ran => return Ok(TrialEnd::Done(record)),
                         TrialOutcome::Failed { reason } => {
@@ -226,7 +239,11 @@ impl Session {
                 }
                 TrialRun::Lost { reason, pid } => {
                     let lost = LostTrial::new(spec.trial.clone(), attempt, reason.clone());
-                    out.lost_trial(&lost)?;
+                    if let Err(e) = out.lost_trial(&lost) {
+                        return Ok(TrialEnd::Lost(format!(
+                            "{reason} (and its log entry could not be kept: {e:#})"
+                        )));
+                    }
                     (reason, pid)
                 }
             };
@@ -281,6 +298,18 @@ impl Session {
             runner: RunnerInfo::here(),
             outcome: None,
         }
+    }
+}
+
+/// Why a trial whose record could not be written ends the run: its own
+/// outcome first, then the write that failed (`trial <stem> ` goes before
+/// it).
+fn unkept(outcome: &TrialOutcome, write: &anyhow::Error) -> String {
+    let kept = format!("its record could not be kept: {write:#}");
+    match outcome {
+        TrialOutcome::Ran => format!("ran, but {kept}"),
+        TrialOutcome::Failed { reason } => format!("{reason}; {kept}"),
+        TrialOutcome::Interrupted { by } => format!("interrupted by {by}; {kept}"),
     }
 }
 

@@ -74,7 +74,7 @@ pub fn host_checks(s: &Scenario) -> Vec<(String, String)> {
     let mut out = Vec::new();
     for c in &s.configs {
         if let AudioSource::File(p) = &c.audio.source {
-            if let Err(e) = check_wav(p) {
+            if let Err(e) = check_regular_file(p).and_then(|()| check_wav(p)) {
                 out.push((
                     c.name.clone(),
                     format!("{file}: config `{}`: audio.file: {e}", c.name),
@@ -83,6 +83,37 @@ pub fn host_checks(s: &Scenario) -> Vec<(String, String)> {
         }
     }
     out
+}
+
+/// The player and the trial read only regular files, and so do we: opening
+/// a FIFO for reading waits for a writer (no signal ends that wait), and a
+/// device or directory is not a recording. `stat` does not open it.
+fn check_regular_file(path: &Path) -> Result<(), String> {
+    use std::os::unix::fs::FileTypeExt;
+    let Ok(meta) = std::fs::metadata(path) else {
+        // Missing or unreadable: check_wav says which.
+        return Ok(());
+    };
+    let t = meta.file_type();
+    let what = if t.is_file() {
+        return Ok(());
+    } else if t.is_fifo() {
+        "a FIFO"
+    } else if t.is_dir() {
+        "a directory"
+    } else if t.is_char_device() {
+        "a character device"
+    } else if t.is_block_device() {
+        "a block device"
+    } else if t.is_socket() {
+        "a socket"
+    } else {
+        "not a file"
+    };
+    Err(format!(
+        "{}: not a regular file ({what}): expected a WAV file",
+        path.display()
+    ))
 }
 
 fn check_wav(path: &Path) -> Result<(), String> {

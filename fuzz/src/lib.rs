@@ -1,0 +1,33 @@
+//! xtask's modules as a library for the fuzz targets. xtask is a binary
+//! crate; its modules are compiled here again, at this crate's root (so
+//! their `crate::` paths resolve as they do in xtask), from the same files.
+//! Keep the list equal to xtask/src/main.rs's.
+#![allow(dead_code, unused_imports, missing_docs, private_interfaces)]
+#![allow(clippy::all)]
+
+#[path = "../../xtask/src/bench/mod.rs"]
+pub mod bench;
+#[path = "../../xtask/src/bisect/mod.rs"]
+pub mod bisect;
+#[path = "../../xtask/src/board/mod.rs"]
+pub mod board;
+#[path = "../../xtask/src/compare/mod.rs"]
+pub mod compare;
+#[path = "../../xtask/src/deps.rs"]
+pub mod deps;
+#[path = "../../xtask/src/fuzz.rs"]
+pub mod fuzz;
+#[path = "../../xtask/src/plot/mod.rs"]
+pub mod plot;
+#[path = "../../xtask/src/results/mod.rs"]
+pub mod results;
+#[path = "../../xtask/src/run/mod.rs"]
+pub mod run;
+#[path = "../../xtask/src/soak.rs"]
+pub mod soak;
+#[path = "../../xtask/src/target/mod.rs"]
+pub mod target;
+#[path = "../../xtask/src/test.rs"]
+pub mod test;
+#[path = "../../xtask/src/util.rs"]
+pub mod util;

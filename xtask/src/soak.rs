@@ -1,0 +1,393 @@
+//! `cargo xtask soak --minutes N`: one long xrun-player run on the virtual
+//! sink, under continuous xrun-hackbench load, with writer stalls injected
+//! at known, seeded random moments (`--selftest-stall`). Every 10 s it
+//! samples the player's RSS, open file descriptors and threads; at the end
+//! it checks that the underruns reported are exactly the stalls injected:
+//! one per stall, each gap within 1 ms of (stall − audio queued when it
+//! began), and no other event. It prints the samples and a verdict (exit 0
+//! when RSS and fds stayed flat, every stall was found and nothing else).
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitCode, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result};
+use xrunbench_schema::player::PlayerReport;
+use xrunbench_schema::trial::ToneSpec;
+use xrunbench_schema::SampleFormat;
+
+/// Arguments of `cargo xtask soak`.
+#[derive(clap::Args, Debug)]
+pub struct SoakArgs {
+    /// How long the player plays.
+    #[arg(long, default_value_t = 60.0)]
+    pub minutes: f64,
+    /// Seed of the stall schedule (printed; the same seed, the same stalls).
+    #[arg(long, default_value_t = 15)]
+    pub seed: u64,
+    /// hackbench groups of the load (`-g`); 0: no load.
+    #[arg(long, default_value_t = 4)]
+    pub groups: u32,
+    /// Use xrun-player and xrun-hackbench from DIR instead of building them.
+    #[arg(long, value_name = "DIR")]
+    pub bin_dir: Option<PathBuf>,
+}
+
+/// How far a reported gap may be from the stall that caused it, ms.
+const GAP_TOLERANCE_MS: f64 = 1.0;
+/// Sampling period of RSS, fds and threads.
+const SAMPLE_EVERY: Duration = Duration::from_secs(10);
+/// The player's buffer and period (20 ms / 5 ms, the quickstart's): a
+/// stall longer than the buffer is one underrun.
+const BUFFER_US: u32 = 20_000;
+const PERIOD_US: u32 = 5_000;
+
+/// One sample of the player process.
+#[derive(Debug, Clone, Copy)]
+struct Sample {
+    t_s: f64,
+    rss_kib: u64,
+    fds: usize,
+    threads: u64,
+}
+
+/// splitmix64: the stall schedule from a seed, stable across versions.
+struct Rng(u64);
+
+impl Rng {
+    fn unit(&mut self) -> f64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        ((z ^ (z >> 31)) >> 11) as f64 / (1u64 << 53) as f64
+    }
+}
+
+/// Stalls (at s, ms): one every 4–16 s, each 40–240 ms long (always more
+/// than the 20 ms buffer, so each is exactly one underrun), the first
+/// after 2 s, none in the last 2 s.
+fn schedule(seed: u64, seconds: f64) -> Vec<(f64, f64)> {
+    let mut rng = Rng(seed);
+    let mut out = Vec::new();
+    let mut t = 2.0;
+    while t < seconds - 2.0 {
+        let ms = (40.0 + 200.0 * rng.unit()).round();
+        out.push(((t * 1000.0).round() / 1000.0, ms));
+        t += ms / 1000.0 + 4.0 + 12.0 * rng.unit();
+    }
+    out
+}
+
+/// The player's RSS (KiB), open fds and threads, if it still runs.
+fn sample(pid: u32, t_s: f64) -> Option<Sample> {
+    let proc_dir = PathBuf::from(format!("/proc/{pid}"));
+    let status = std::fs::read_to_string(proc_dir.join("status")).ok()?;
+    let field = |name: &str| {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(name))
+            .and_then(|v| v.split_whitespace().next())
+            .and_then(|v| v.parse::<u64>().ok())
+    };
+    let fds = std::fs::read_dir(proc_dir.join("fd")).ok()?.count();
+    Some(Sample {
+        t_s,
+        rss_kib: field("VmRSS:")?,
+        fds,
+        threads: field("Threads:")?,
+    })
+}
+
+/// Starts a child with stdout and stderr to `log`.
+fn spawn(bin: &Path, args: &[String], log: &Path) -> Result<Child> {
+    let out = std::fs::File::create(log).with_context(|| format!("creating {}", log.display()))?;
+    Command::new(bin)
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(out.try_clone()?)
+        .stderr(out)
+        .spawn()
+        .with_context(|| format!("starting {}", bin.display()))
+}
+
+/// How the stalls and the events matched.
+#[derive(Debug, Default)]
+struct Matching {
+    found: usize,
+    missed: Vec<String>,
+    false_events: Vec<String>,
+    worst_error_ms: f64,
+}
+
+/// Pairs each stall with the events that began during it; everything else
+/// is a false event.
+fn match_events(report: &PlayerReport) -> Matching {
+    let mut m = Matching::default();
+    let mut used = vec![false; report.events.len()];
+    for s in &report.selftest_stalls {
+        let end = s.at_s + s.actual_ms / 1e3 + 0.001;
+        let during: Vec<usize> = (0..report.events.len())
+            .filter(|&i| !used[i] && report.events[i].at_s >= s.at_s - 0.001)
+            .filter(|&i| report.events[i].at_s <= end)
+            .collect();
+        for &i in &during {
+            used[i] = true;
+        }
+        let queued_ms = s.queued_us.unwrap_or(0) as f64 / 1e3;
+        let expected = s.actual_ms - queued_ms;
+        match during.as_slice() {
+            [i] => {
+                let err = (report.events[*i].gap_ms - expected).abs();
+                m.worst_error_ms = m.worst_error_ms.max(err);
+                if err <= GAP_TOLERANCE_MS {
+                    m.found += 1;
+                } else {
+                    m.missed.push(format!(
+                        "stall at {:.3} s ({:.3} ms, {queued_ms:.3} ms queued): gap {:.3} ms, \
+                         expected {expected:.3} ms",
+                        s.at_s, s.actual_ms, report.events[*i].gap_ms
+                    ));
+                }
+            }
+            [] => m.missed.push(format!(
+                "stall at {:.3} s ({:.3} ms): no underrun",
+                s.at_s, s.actual_ms
+            )),
+            more => m.missed.push(format!(
+                "stall at {:.3} s ({:.3} ms): {} underruns",
+                s.at_s,
+                s.actual_ms,
+                more.len()
+            )),
+        }
+    }
+    for (i, e) in report.events.iter().enumerate() {
+        if !used[i] {
+            m.false_events.push(format!(
+                "underrun at {:.3} s, gap {:.3} ms, no stall",
+                e.at_s, e.gap_ms
+            ));
+        }
+    }
+    m
+}
+
+/// `cargo xtask soak`.
+pub fn run(args: &SoakArgs) -> Result<ExitCode> {
+    if !(args.minutes.is_finite() && args.minutes > 0.0) {
+        eprintln!(
+            "xtask: --minutes {}: expected a positive number",
+            args.minutes
+        );
+        return Ok(ExitCode::from(2));
+    }
+    let bins = match &args.bin_dir {
+        Some(d) => d.clone(),
+        None => crate::target::binaries::host_build(&[])?,
+    };
+    let seconds = args.minutes * 60.0;
+    let scratch = tempfile::Builder::new()
+        .prefix("xrunbench-soak-")
+        .tempdir_in("/dev/shm")
+        .context("a scratch directory on /dev/shm")?;
+    let wav = scratch.path().join("tone.wav");
+    let tone = ToneSpec {
+        tone_hz: 440.0,
+        seconds: Some(10.0),
+        rate: 48_000,
+        channels: 2,
+        format: SampleFormat::S16Le,
+    };
+    xrunbench_wav::write_tone(&wav, &tone, 10.0).context("writing the tone")?;
+    let stalls = schedule(args.seed, seconds);
+    let stall_arg: Vec<String> = stalls.iter().map(|(at, ms)| format!("{at}:{ms}")).collect();
+    let json = scratch.path().join("player.json");
+    let mut player_args: Vec<String> = [
+        "--backend",
+        "virtual",
+        "--priority",
+        "fifo:80",
+        "-q",
+        "--buffer-time",
+        &BUFFER_US.to_string(),
+        "--period-time",
+        &PERIOD_US.to_string(),
+        "--duration",
+        &seconds.to_string(),
+        "--json",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    player_args.push(json.display().to_string());
+    if !stall_arg.is_empty() {
+        player_args.push("--selftest-stall".into());
+        player_args.push(stall_arg.join(","));
+    }
+    player_args.push(wav.display().to_string());
+    eprintln!(
+        "xtask: soak: {:.1} min, {} stalls (seed {}), hackbench -g {} beside the player",
+        args.minutes,
+        stalls.len(),
+        args.seed,
+        args.groups
+    );
+    let mut load = if args.groups > 0 {
+        let load_args: Vec<String> = vec![
+            "-g".into(),
+            args.groups.to_string(),
+            "--duration".into(),
+            (seconds + 5.0).to_string(),
+        ];
+        Some(spawn(
+            &bins.join("xrun-hackbench"),
+            &load_args,
+            &scratch.path().join("load.log"),
+        )?)
+    } else {
+        None
+    };
+    let player_log = scratch.path().join("player.log");
+    let mut player = spawn(&bins.join("xrun-player"), &player_args, &player_log)?;
+    let samples = watch(&mut player)?;
+    let status = player.wait()?;
+    if let Some(l) = load.as_mut() {
+        // SAFETY: kill(2) of our own child; hackbench reaps its workers.
+        unsafe { libc::kill(l.id() as libc::pid_t, libc::SIGTERM) };
+        let _ = l.wait();
+    }
+    if !status.success() {
+        let log = std::fs::read_to_string(&player_log).unwrap_or_default();
+        anyhow::bail!("xrun-player failed ({status}): {}", log.trim());
+    }
+    let report: PlayerReport = serde_json::from_str(
+        &std::fs::read_to_string(&json).context("reading the player's report")?,
+    )
+    .context("parsing the player's report")?;
+    Ok(verdict(&samples, &report, stalls.len()))
+}
+
+/// Samples the player every [`SAMPLE_EVERY`] until it exits, printing each.
+fn watch(player: &mut Child) -> Result<Vec<Sample>> {
+    let began = Instant::now();
+    let mut samples = Vec::new();
+    let mut next = Duration::from_secs(1);
+    println!("     t s   rss KiB   fds  threads");
+    while player.try_wait()?.is_none() {
+        if began.elapsed() >= next {
+            if let Some(s) = sample(player.id(), began.elapsed().as_secs_f64()) {
+                println!(
+                    "{:>8.0} {:>9} {:>5} {:>8}",
+                    s.t_s, s.rss_kib, s.fds, s.threads
+                );
+                samples.push(s);
+            }
+            next += SAMPLE_EVERY;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    Ok(samples)
+}
+
+/// Prints the verdict; exit 0 when everything held.
+fn verdict(samples: &[Sample], report: &PlayerReport, planned: usize) -> ExitCode {
+    let m = match_events(report);
+    let (first, last) = match (samples.first(), samples.last()) {
+        (Some(f), Some(l)) => (*f, *l),
+        _ => {
+            eprintln!("xtask: soak: no sample of the player was taken");
+            return ExitCode::FAILURE;
+        }
+    };
+    // Flat: after the first sample (everything mapped and locked by then)
+    // RSS never grows by more than a page per minute of playing, and the
+    // fds and threads never change.
+    let minutes = (last.t_s - first.t_s) / 60.0;
+    let rss_max = samples.iter().map(|s| s.rss_kib).max().unwrap_or(0);
+    let rss_flat = rss_max <= first.rss_kib + 4 + (4.0 * minutes) as u64;
+    let fds_flat = samples.iter().all(|s| s.fds == first.fds);
+    let threads_flat = samples.iter().all(|s| s.threads == first.threads);
+    let injected = report.selftest_stalls.len();
+    println!(
+        "samples: {} over {:.1} min; rss {} -> {} KiB (max {rss_max}): {}; fds {}: {}; threads {}: {}",
+        samples.len(),
+        minutes,
+        first.rss_kib,
+        last.rss_kib,
+        if rss_flat { "flat" } else { "GREW" },
+        first.fds,
+        if fds_flat { "flat" } else { "CHANGED" },
+        first.threads,
+        if threads_flat { "flat" } else { "CHANGED" },
+    );
+    println!(
+        "stalls: {planned} planned, {injected} injected, {} found (one underrun each, gap within \
+         {GAP_TOLERANCE_MS} ms; worst {:.3} ms), {} missed, {} false event(s); {} underruns in all",
+        m.found,
+        m.worst_error_ms,
+        m.missed.len(),
+        m.false_events.len(),
+        report.events.len()
+    );
+    for l in m.missed.iter().chain(&m.false_events).take(20) {
+        println!("  {l}");
+    }
+    let ok = rss_flat
+        && fds_flat
+        && threads_flat
+        && injected == planned
+        && m.found == injected
+        && m.false_events.is_empty();
+    if ok {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_schedule_is_seeded_spaced_and_inside_the_run() {
+        let a = schedule(15, 600.0);
+        assert_eq!(a, schedule(15, 600.0));
+        assert_ne!(a, schedule(16, 600.0));
+        assert!(a.len() >= 600 / 17 && a.len() <= 600 / 4);
+        for w in a.windows(2) {
+            assert!(w[1].0 - w[0].0 >= 4.0);
+        }
+        assert!(a
+            .iter()
+            .all(|&(at, ms)| (2.0..598.0).contains(&at) && (40.0..=240.0).contains(&ms)));
+    }
+
+    #[test]
+    fn stalls_and_events_are_matched_by_time_and_gap() {
+        let mut r: PlayerReport = serde_json::from_value(
+            serde_json::from_str::<serde_json::Value>(include_str!(
+                "../tests/golden/trial-template.json"
+            ))
+            .unwrap()["player"]
+                .clone(),
+        )
+        .unwrap();
+        let e = r.events[0].clone();
+        r.events = vec![e.clone(), e.clone()];
+        r.selftest_stalls = vec![xrunbench_schema::player::SelftestStall {
+            at_s: 1.0,
+            requested_ms: 100.0,
+            actual_ms: 100.0,
+            queued_us: Some(20_000),
+        }];
+        r.events[0].at_s = 1.02;
+        r.events[0].gap_ms = 80.4;
+        r.events[1].at_s = 5.0;
+        let m = match_events(&r);
+        assert_eq!((m.found, m.missed.len(), m.false_events.len()), (1, 0, 1));
+        r.events[0].gap_ms = 82.0;
+        assert_eq!(match_events(&r).missed.len(), 1, "gap 2 ms off");
+    }
+}
