@@ -34,8 +34,9 @@ pub fn parse_doc<T: DeserializeOwned>(
 ) -> Result<T, LoadError> {
     let value: Value = serde_json::from_str(text).map_err(|e| {
         LoadError(format!(
-            "{}: expected a JSON {what} ({schema}): {e}",
-            path.display()
+            "{}: expected a JSON {what} ({schema}): {}",
+            path.display(),
+            one_line(&e.to_string())
         ))
     })?;
     // The schema first, so that an old or foreign file gets a clear
@@ -43,16 +44,35 @@ pub fn parse_doc<T: DeserializeOwned>(
     let found = value.get("schema").and_then(Value::as_str).unwrap_or("");
     if found != schema {
         return Err(LoadError(format!(
-            "{}: expected schema `{schema}`, found `{found}`",
-            path.display()
+            "{}: expected schema `{schema}`, found `{}`",
+            path.display(),
+            one_line(found)
         )));
     }
     serde_json::from_value(value).map_err(|e| {
         LoadError(format!(
-            "{}: not a valid {schema} {what}: {e}",
-            path.display()
+            "{}: not a valid {schema} {what}: {}",
+            path.display(),
+            one_line(&e.to_string())
         ))
     })
+}
+
+/// `msg` on one line: serde quotes the file's own strings (an unknown
+/// variant, say), and a newline in them would break the one-line error
+/// (found by the trial_record fuzz target). Control characters are
+/// escaped as Rust writes them (`\n`).
+fn one_line(msg: &str) -> String {
+    msg.chars()
+        .flat_map(|c| {
+            let escaped: Vec<char> = if c.is_control() {
+                c.escape_default().collect()
+            } else {
+                vec![c]
+            };
+            escaped
+        })
+        .collect()
 }
 
 /// A trial file's text as the reader checks it: a `xrunbench.trial/1`
@@ -136,10 +156,11 @@ pub fn check_measured(path: &Path, record: &TrialRecord) -> Result<(), LoadError
     let name = path.file_name().map(|n| n.to_string_lossy().into_owned());
     let stem = record.trial.stem();
     if name.as_deref() != Some(&format!("{stem}.json")) {
+        let shown = one_line(&stem);
         return Err(LoadError(format!(
-            "{}: holds trial `{stem}` (trial.config `{}`, trial.k {}): expected it in {stem}.json",
+            "{}: holds trial `{shown}` (trial.config `{}`, trial.k {}): expected it in {shown}.json",
             path.display(),
-            record.trial.config,
+            one_line(&record.trial.config),
             record.trial.k
         )));
     }
@@ -151,7 +172,7 @@ pub fn check_measured(path: &Path, record: &TrialRecord) -> Result<(), LoadError
             return Err(LoadError(format!(
                 "{}: load.schema is `{}`: expected `{HACKBENCH_SCHEMA}`",
                 path.display(),
-                l.schema
+                one_line(&l.schema)
             )));
         }
         if let Some(s) = l.params.duration_s {
@@ -180,7 +201,7 @@ fn check_player(path: &Path, p: &PlayerReport) -> Result<(), LoadError> {
         return Err(LoadError(format!(
             "{}: player.schema is `{}`: expected `{PLAYER_SCHEMA}`",
             path.display(),
-            p.schema
+            one_line(&p.schema)
         )));
     }
     let d = |field: &str, v: f64, unit| duration(path, &format!("player.{field}"), v, unit);
