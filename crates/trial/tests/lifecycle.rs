@@ -172,6 +172,13 @@ fn cut_off(cut: Cut) -> (Output, String) {
                 .any(|p| p.contains("xrun-player"))),
         "the trial never started playing"
     );
+    // `wait_with_output` closes the child's stdin, which is itself a cut:
+    // keep it open until the child has exited, so that each test makes
+    // exactly one cut and the record names that one.
+    let stdin = match cut {
+        Cut::CloseStdin => None,
+        _ => child.stdin.take(),
+    };
     let started = Instant::now();
     match cut {
         // SAFETY: signalling our own child.
@@ -183,6 +190,7 @@ fn cut_off(cut: Cut) -> (Output, String) {
     }
     let out = child.wait_with_output().unwrap();
     let stopped_in = started.elapsed();
+    drop(stdin);
     assert_eq!(read(RR), before, "knob restored");
     assert_eq!(
         out.status.code(),
