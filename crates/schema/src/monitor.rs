@@ -194,6 +194,13 @@ pub struct GapAccount {
     pub others_ms: f64,
     /// False when the kernel dropped events in this window.
     pub complete: bool,
+    /// Time the thread held the CPU, by the scheduler's account, yet was
+    /// late: lost beneath the scheduler (interrupt handlers, softirqs, the
+    /// hypervisor taking the vCPU), ms. When it is not 0 the thread never
+    /// left the CPU in this window: `off`, `runnable` and `ran` are all
+    /// the moment it got the CPU before the late clock read.
+    #[serde(default)]
+    pub on_cpu_ms: f64,
 }
 
 /// A task that ran while the audio waited.
@@ -229,6 +236,12 @@ impl GapAccount {
     /// (a name with `xN`: N tasks of that name)
     /// (the policy only of the first task; at most three tasks).
     pub fn clause(&self) -> String {
+        if self.on_cpu_ms > 0.0 {
+            return format!(
+                "on the CPU {:.1} ms without running: interrupts or the hypervisor",
+                self.on_cpu_ms
+            );
+        }
         let mut s = format!("runnable {:.1} ms", self.runnable_ms);
         if self.tasks.is_empty() {
             s += &format!(", not runnable {:.1} ms", self.not_runnable_ms);
@@ -295,11 +308,38 @@ mod tests {
             ],
             others_ms: 0.0,
             complete: true,
+            on_cpu_ms: 0.0,
         };
         assert_eq!(
             a.clause(),
             "runnable 26.9 ms behind hackbench:4121 (SCHED_OTHER) 24.0 ms, kworker/1:2 x3 2.1 ms"
         );
+    }
+
+    #[test]
+    fn time_lost_on_the_cpu_is_said_to_be_beneath_the_scheduler() {
+        let a = GapAccount {
+            tid: 7,
+            cpu: 1,
+            off_mono_ns: 5,
+            runnable_mono_ns: 5,
+            ran_mono_ns: 5,
+            runnable_ms: 0.0,
+            not_runnable_ms: 0.0,
+            tasks: vec![],
+            others_ms: 0.0,
+            complete: true,
+            on_cpu_ms: 1.24,
+        };
+        assert_eq!(
+            a.clause(),
+            "on the CPU 1.2 ms without running: interrupts or the hypervisor"
+        );
+        // Records written before the field read as "not on the CPU".
+        let mut v = serde_json::to_value(&a).unwrap();
+        v.as_object_mut().unwrap().remove("on_cpu_ms");
+        let old: GapAccount = serde_json::from_value(v).unwrap();
+        assert_eq!(old.on_cpu_ms, 0.0);
     }
 
     #[test]
