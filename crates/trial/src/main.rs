@@ -5,7 +5,6 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::{Context, Result};
-use clap::{Parser, Subcommand};
 use xrunbench_trial::machine::Machine;
 use xrunbench_trial::run::{self, RunOptions};
 use xrunbench_trial::say::{out, say};
@@ -13,110 +12,18 @@ use xrunbench_trial::{
     check, journal, probe, signals, spec, summarize, EXIT_BAD_SPEC, EXIT_FAILED,
 };
 
-/// Runs xrunbench trials on this machine: knobs applied, read back and
-/// always restored; the load and the player as separate processes.
-#[derive(Parser)]
-#[command(name = "xrun-trial", version, max_term_width = 100)]
-struct Cli {
-    /// Where xrun-player and xrun-hackbench are (default: beside xrun-trial).
-    #[arg(long, value_name = "DIR", global = true)]
-    bin_dir: Option<PathBuf>,
-    /// TESTS ONLY: knobs are a private tree under DIR (DIR/proc/sys, …), and
-    /// so are the journals; the machine lock stays the real one.
-    #[arg(long, value_name = "DIR", global = true, hide = true)]
-    test_root: Option<PathBuf>,
-    #[command(subcommand)]
-    command: Command,
-}
-
-#[derive(Subcommand)]
-enum Command {
-    /// Run one trial: SPEC is an xrunbench.trial-spec/1 file, or `-` for
-    /// exactly one JSON document on stdin (keep stdin open: its end stops
-    /// the trial). Exit 0 ran, 1 could not run, 2 bad spec, 128+N signal N.
-    Run {
-        /// The spec, or `-`.
-        #[arg(default_value = "-")]
-        spec: PathBuf,
-        /// Run the latency monitor beside playback (the spec's `monitor`,
-        /// else its defaults: SCHED_FIFO 99, every 1000 us, on the
-        /// playback CPUs).
-        #[arg(long)]
-        monitor: bool,
-        /// Trace the scheduler and account for every underrun and spike
-        /// (tracefs; said once and skipped where it is missing).
-        #[arg(long)]
-        trace: bool,
-    },
-    /// Restore every knob a killed trial left changed (replays the journals).
-    Restore,
-    /// The latency monitor alone, as cyclictest: one SCHED_FIFO thread per
-    /// CPU for SECONDS; prints its xrunbench monitor report (JSON).
-    Monitor {
-        /// How long, seconds.
-        #[arg(long, default_value_t = 30)]
-        duration: u64,
-        /// CPUs (default: every CPU this process may use).
-        #[arg(long)]
-        cpus: Option<xrunbench_schema::CpuList>,
-        /// SCHED_FIFO priority.
-        #[arg(long, default_value_t = 99, value_parser = clap::value_parser!(u8).range(1..=99))]
-        priority: u8,
-        /// Interval, µs.
-        #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u32).range(100..=1_000_000))]
-        interval_us: u32,
-        /// Spike threshold, µs.
-        #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u32).range(1..))]
-        threshold_us: u32,
-        /// Hold /dev/cpu_dma_latency at this many µs meanwhile (cyclictest
-        /// holds 0 unless given --laptop).
-        #[arg(long)]
-        pm_qos_us: Option<u32>,
-    },
-    /// Print what this machine offers (xrunbench.probe/1 JSON).
-    Probe,
-    /// Check that specs can run here: every problem, one line each; exit 0
-    /// none, 1 some. Knobs are written, read back and restored at once.
-    Check {
-        /// Spec files, or `-` for every JSON document on stdin.
-        #[arg(default_value = "-")]
-        specs: Vec<PathBuf>,
-        /// Do not write the knobs: only check they exist and open for writing.
-        #[arg(long)]
-        read_only: bool,
-        /// Print an xrunbench.check/1 document instead of lines.
-        #[arg(long)]
-        json: bool,
-    },
-    /// Summarize trial records, one line per configuration × metric (the
-    /// mean of its trials) and one per gate: `NAME pass|fail MEASUREMENT
-    /// UNITS`, what a LAVA test definition reports with lava-test-case.
-    /// Exit 0 whatever the gates say, 2 for a bad file.
-    Summarize {
-        /// An xrunbench.gates/1 file: limits to judge.
-        #[arg(long, value_name = "FILE")]
-        gates: Option<PathBuf>,
-        /// Trial record files (xrunbench.trial/1).
-        #[arg(required = true, value_name = "RECORD")]
-        records: Vec<PathBuf>,
-    },
-}
+mod cli;
+use cli::{Cli, Command, Parsed};
 
 fn main() -> ExitCode {
-    let cli = match Cli::try_parse() {
-        Ok(cli) => cli,
-        Err(e) if !e.use_stderr() => {
-            let _ = e.print();
+    let cli = match cli::parse(std::env::args_os().skip(1)) {
+        Ok(Parsed::Run(cli)) => cli,
+        Ok(Parsed::Print(text)) => {
+            let _ = out(&text);
             return ExitCode::SUCCESS;
         }
         Err(e) => {
-            let rendered = e.render().to_string();
-            let first = rendered
-                .lines()
-                .map(str::trim)
-                .find(|l| !l.is_empty())
-                .unwrap_or("invalid arguments");
-            say(first.trim_start_matches("error: "));
+            say(e);
             return ExitCode::from(EXIT_BAD_SPEC);
         }
     };
