@@ -54,19 +54,9 @@ pub struct BisectArgs {
     /// name, or the baseline's only configuration).
     #[arg(long, value_name = "CONFIG")]
     pub baseline_config: Option<String>,
-    /// The metric that decides.
-    #[arg(long, value_enum, default_value_t = Metric::Underruns)]
-    pub metric: Metric,
-    /// Regression size that counts as bad, percent of the baseline mean
-    /// (of one trial's resolution when the baseline is 0). 100 = twice as bad.
-    #[arg(long, value_name = "PCT", default_value_t = 100.0)]
-    pub threshold: f64,
-    /// Most trials; still undecided then: skip (125).
-    #[arg(long, value_name = "N", default_value_t = 10)]
-    pub max_trials: usize,
-    /// Probability of each wrong verdict (false bad, false good) allowed.
-    #[arg(long, default_value_t = 0.05)]
-    pub alpha: f64,
+    /// How a step decides.
+    #[command(flatten)]
+    pub decision: Decision,
     /// Where the step's run directory goes (default: <workspace>/results).
     #[arg(long, value_name = "DIR")]
     pub results_dir: Option<PathBuf>,
@@ -89,6 +79,60 @@ pub struct BisectArgs {
     /// `good-<commit>`, `bad-<commit>`); default `step-<commit>`.
     #[arg(skip)]
     pub step_label: Option<String>,
+}
+
+/// How a step decides good or bad: the options `bisect` and `bisect-run`
+/// share (one declaration, so their names, defaults and checks agree).
+#[derive(clap::Args, Debug, Clone)]
+pub struct Decision {
+    /// The metric that decides.
+    #[arg(long, value_enum, default_value_t = Metric::Underruns)]
+    pub metric: Metric,
+    /// Regression size that counts as bad, percent of the baseline mean
+    /// (of one trial's resolution when the baseline is 0). 100 = twice as bad.
+    #[arg(long, value_name = "PCT", default_value_t = 100.0)]
+    pub threshold: f64,
+    /// Most trials per step; still undecided then: skip (125).
+    #[arg(long, value_name = "N", default_value_t = 10)]
+    pub max_trials: usize,
+    /// Probability of each wrong verdict (false bad, false good) allowed.
+    #[arg(long, default_value_t = 0.05)]
+    pub alpha: f64,
+}
+
+impl Decision {
+    /// One line for the first value out of range.
+    pub fn check(&self) -> Result<(), String> {
+        if self.max_trials == 0 {
+            return Err("--max-trials must be at least 1".into());
+        }
+        if !(self.threshold > 0.0 && self.threshold.is_finite()) {
+            return Err("--threshold must be a positive percentage".into());
+        }
+        if !(self.alpha > 0.0 && self.alpha < 0.5) {
+            return Err("--alpha must be between 0 and 0.5".into());
+        }
+        Ok(())
+    }
+
+    /// The same options as a command line (`bisect-run` hands them to each
+    /// `bisect` step).
+    pub fn to_args(&self) -> Vec<String> {
+        use clap::ValueEnum;
+        vec![
+            "--metric".into(),
+            self.metric
+                .to_possible_value()
+                .map(|v| v.get_name().to_string())
+                .unwrap_or_default(),
+            "--threshold".into(),
+            self.threshold.to_string(),
+            "--max-trials".into(),
+            self.max_trials.to_string(),
+            "--alpha".into(),
+            self.alpha.to_string(),
+        ]
+    }
 }
 
 /// A step that ends without a measurement: exit code and why.
@@ -140,14 +184,17 @@ fn step(args: &BisectArgs) -> Result<u8, Stop> {
         scenario.target.is_some(),
     ))
     .map_err(|e| abort(e.to_string()))?;
-    let resolution = args.metric.resolution(scenario.duration.as_secs_f64());
+    let resolution = args
+        .decision
+        .metric
+        .resolution(scenario.duration.as_secs_f64());
     let rule = Rule::new(
         &baseline,
-        args.metric.direction(),
+        args.decision.metric.direction(),
         resolution,
-        args.threshold,
-        args.alpha,
-        args.max_trials,
+        args.decision.threshold,
+        args.decision.alpha,
+        args.decision.max_trials,
     );
     println!(
         "bisect: {} `{config}` vs baseline {} ({} trials, mean {:.3} {} = {}); bad if worse by {}%: \
@@ -157,9 +204,9 @@ fn step(args: &BisectArgs) -> Result<u8, Stop> {
         base.path.display(),
         baseline.len(),
         rule.baseline_mean(),
-        args.metric.label(),
-        args.metric.describe(),
-        args.threshold,
+        args.decision.metric.label(),
+        args.decision.metric.describe(),
+        args.decision.threshold,
         rule.reference_mean(),
         if rule.sparse() {
             " (sparse baseline: good = fewer than half the trials with any, by a sign test)"
@@ -168,7 +215,7 @@ fn step(args: &BisectArgs) -> Result<u8, Stop> {
         },
         describe_levels(rule.levels()),
         describe_levels(rule.levels_better()),
-        args.max_trials,
+        args.decision.max_trials,
     );
     let (root, group, label) = match &args.bisect_dir {
         Some(dir) => {
@@ -191,7 +238,7 @@ fn step(args: &BisectArgs) -> Result<u8, Stop> {
         file,
         scenario,
         config,
-        metric: args.metric,
+        metric: args.decision.metric,
         bin_dir: args.bin_dir.clone(),
         deploy,
         root,
@@ -202,7 +249,7 @@ fn step(args: &BisectArgs) -> Result<u8, Stop> {
         &spec,
         &Goal::Decide {
             rule: &rule,
-            max_trials: args.max_trials,
+            max_trials: args.decision.max_trials,
         },
     );
     if let Some(dir) = &outcome.run_dir {
@@ -215,16 +262,7 @@ fn step(args: &BisectArgs) -> Result<u8, Stop> {
 }
 
 fn check_args(args: &BisectArgs) -> Result<(), Stop> {
-    if args.max_trials == 0 {
-        return Err(abort("--max-trials must be at least 1"));
-    }
-    if !(args.threshold > 0.0 && args.threshold.is_finite()) {
-        return Err(abort("--threshold must be a positive percentage"));
-    }
-    if !(args.alpha > 0.0 && args.alpha < 0.5) {
-        return Err(abort("--alpha must be between 0 and 0.5"));
-    }
-    Ok(())
+    args.decision.check().map_err(abort)
 }
 
 fn pick_config(args: &BisectArgs, s: &scenario::Scenario) -> Result<String, Stop> {
@@ -310,7 +348,7 @@ fn baseline_values(args: &BisectArgs, base: &RunDir, name: &str) -> Result<Vec<f
     let values: Vec<f64> = base
         .trials_of(name)
         .iter()
-        .filter_map(|t| args.metric.of(t))
+        .filter_map(|t| args.decision.metric.of(t))
         .collect();
     if values.len() < 2 {
         return Err(abort(format!(
@@ -318,7 +356,7 @@ fn baseline_values(args: &BisectArgs, base: &RunDir, name: &str) -> Result<Vec<f
              (8 or more decide faster)",
             base.path.display(),
             values.len(),
-            args.metric.label()
+            args.decision.metric.label()
         )));
     }
     Ok(values)

@@ -34,15 +34,13 @@ use std::process::{Command, ExitCode, Stdio};
 use std::time::{Duration, Instant, SystemTime};
 
 use anyhow::{Context, Result};
-use clap::ValueEnum;
 use xrunbench_schema::doc::{utc_stamp, write_atomic};
 
 use super::deploy::{Deploy, DeployArgs};
 use super::rule::{self, Confirmation, CONFIRM_TRIALS};
 use super::step::{self, git_out, short, Goal, StepRecord, StepSpec, STEP_FILE};
-use super::{BisectArgs, Stop};
+use super::{BisectArgs, Decision, Stop};
 use crate::compare::export::{exporter, Format};
-use crate::compare::metrics::Metric;
 use crate::compare::table::Significance;
 use crate::results::{default_results_root, RunDir};
 use crate::run::{scenario, signals, TargetArgs};
@@ -78,18 +76,9 @@ pub struct BisectRunArgs {
     /// The configuration to run (default: the scenario's only one).
     #[arg(long, value_name = "CONFIG")]
     pub config: Option<String>,
-    /// The metric that decides.
-    #[arg(long, value_enum, default_value_t = Metric::Underruns)]
-    pub metric: Metric,
-    /// Regression size that counts as bad, percent of the baseline mean.
-    #[arg(long, value_name = "PCT", default_value_t = 100.0)]
-    pub threshold: f64,
-    /// Most trials per step; still undecided then: skip.
-    #[arg(long, value_name = "N", default_value_t = 10)]
-    pub max_trials: usize,
-    /// Probability of each wrong verdict allowed.
-    #[arg(long, default_value_t = 0.05)]
-    pub alpha: f64,
+    /// How each step decides.
+    #[command(flatten)]
+    pub decision: Decision,
     /// Fresh trials of the culprit and of its parent (and of the revert).
     #[arg(long, value_name = "N", default_value_t = CONFIRM_TRIALS)]
     pub confirm_trials: usize,
@@ -256,17 +245,9 @@ fn prepare(args: &BisectRunArgs) -> Result<Bisection<'_>, String> {
             args.good, args.bad
         ));
     }
-    if !(args.threshold > 0.0 && args.threshold.is_finite()) {
-        return Err("--threshold must be a positive percentage".into());
-    }
-    if !(args.alpha > 0.0 && args.alpha < 0.5) {
-        return Err("--alpha must be between 0 and 0.5".into());
-    }
-    if args.max_trials == 0 || args.confirm_trials < 2 || args.baseline_trials == Some(1) {
-        return Err(
-            "--max-trials must be at least 1, --confirm-trials and --baseline-trials at least 2"
-                .into(),
-        );
+    args.decision.check()?;
+    if args.confirm_trials < 2 || args.baseline_trials == Some(1) {
+        return Err("--confirm-trials and --baseline-trials must be at least 2".into());
     }
     let scenario = here.join(&args.scenario);
     let (_, mut s) = scenario::load(&scenario).map_err(|e| e.0)?;
@@ -500,10 +481,7 @@ fn step_args(b: &Bisection, baseline: &Path, label: Option<String>) -> BisectArg
         baseline: baseline.to_path_buf(),
         config: Some(b.config.clone()),
         baseline_config: None,
-        metric: a.metric,
-        threshold: a.threshold,
-        max_trials: a.max_trials,
-        alpha: a.alpha,
+        decision: a.decision.clone(),
         results_dir: a.results_dir.clone(),
         bin_dir: a.bin_dir.clone(),
         bisect_dir: Some(b.dir.clone()),
@@ -529,18 +507,8 @@ fn step_command_line(b: &Bisection, baseline: &Path) -> Result<Vec<String>, End>
         path(&b.dir),
         "--config".into(),
         b.config.clone(),
-        "--metric".into(),
-        a.metric
-            .to_possible_value()
-            .map(|v| v.get_name().to_string())
-            .unwrap_or_default(),
-        "--threshold".into(),
-        a.threshold.to_string(),
-        "--max-trials".into(),
-        a.max_trials.to_string(),
-        "--alpha".into(),
-        a.alpha.to_string(),
     ];
+    v.extend(a.decision.to_args());
     let mut opt = |name: &str, value: Option<String>| {
         if let Some(x) = value {
             v.push(name.into());
@@ -676,7 +644,7 @@ fn measure_fixed(
         file,
         scenario: s,
         config: b.config.clone(),
-        metric: b.args.metric,
+        metric: b.args.decision.metric,
         bin_dir: b.args.bin_dir.clone(),
         deploy,
         root: b.dir.clone(),
@@ -781,7 +749,7 @@ fn report(
     let values = |d: &RunDir| -> Vec<f64> {
         d.trials_of(&b.config)
             .iter()
-            .filter_map(|t| b.args.metric.of(t))
+            .filter_map(|t| b.args.decision.metric.of(t))
             .collect()
     };
     let seconds = dirs[0].trial_seconds;
@@ -789,10 +757,10 @@ fn report(
         &values(&dirs[0]),
         &values(&dirs[1]),
         dirs.get(2).map(values).as_deref(),
-        b.args.metric.direction(),
-        b.args.metric.resolution(seconds),
-        b.args.threshold,
-        b.args.alpha,
+        b.args.decision.metric.direction(),
+        b.args.decision.metric.resolution(seconds),
+        b.args.decision.threshold,
+        b.args.decision.alpha,
     );
     let verdict = match c.verdict {
         Confirmation::Confirmed => "CONFIRMED: the culprit is worse than its parent",
@@ -867,11 +835,11 @@ fn report(
             s,
             "{verdict} ({} vs its parent, {} fresh trials each: p(worse) {:.4}, p(better than \
              the bad state) {:.4}, alpha {})",
-            b.args.metric.label(),
+            b.args.decision.metric.label(),
             b.args.confirm_trials,
             c.p_culprit_worse,
             c.p_culprit_better,
-            b.args.alpha
+            b.args.decision.alpha
         );
         let _ = writeln!(s, "{revert_line}");
         s
