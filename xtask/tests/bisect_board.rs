@@ -27,7 +27,6 @@
 mod ssh_support;
 mod support;
 
-use std::os::unix::fs::PermissionsExt;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -35,29 +34,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use ssh_support::*;
+use support::{git, write_script};
 use xrunbench_soundserver::TestBoard;
 
 const RR: &str = "kernel.sched_rr_timeslice_ms";
-
-fn git(repo: &Path, args: &[&str]) -> String {
-    let o = Command::new("git")
-        .current_dir(repo)
-        .args(["-c", "user.name=t", "-c", "user.email=t@example.com"])
-        .args(args)
-        .output()
-        .expect("git runs");
-    assert!(
-        o.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-    String::from_utf8_lossy(&o.stdout).trim().to_string()
-}
-
-fn write_script(path: &Path, body: &str) {
-    std::fs::write(path, format!("#!/bin/sh\n{body}")).unwrap();
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).unwrap();
-}
 
 fn quoted(p: &Path) -> String {
     format!("'{}'", p.display())

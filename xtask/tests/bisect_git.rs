@@ -10,9 +10,10 @@
 
 mod support;
 
-use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
+
+use support::{git, write_script};
 
 /// The experiment, the same at every commit.
 const SCENARIO: &str = r#"name = "bisect-test"
@@ -33,26 +34,6 @@ hackbench = { groups = 2 }
 [[config]]
 name = "player"
 "#;
-
-fn git(repo: &Path, args: &[&str]) -> String {
-    let o = Command::new("git")
-        .current_dir(repo)
-        .args(["-c", "user.name=t", "-c", "user.email=t@example.com"])
-        .args(args)
-        .output()
-        .expect("git runs");
-    assert!(
-        o.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-    String::from_utf8_lossy(&o.stdout).trim().to_string()
-}
-
-fn write_script(path: &Path, body: &str) {
-    std::fs::write(path, format!("#!/bin/sh\n{body}")).unwrap();
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).unwrap();
-}
 
 /// The board binaries of a commit: the real ones, or (`stalls`) a player
 /// that is stopped for 100 ms every 300 ms while it plays.

@@ -201,3 +201,27 @@ pub fn find_named(dir: &Path, name: &str) -> Vec<PathBuf> {
     }
     out
 }
+
+/// `git ARGS` in `repo` (a throwaway repository of a test) with a fixed
+/// author; its trimmed stdout; panics with git's stderr when it fails.
+pub fn git(repo: &Path, args: &[&str]) -> String {
+    let o = Command::new("git")
+        .current_dir(repo)
+        .args(["-c", "user.name=t", "-c", "user.email=t@example.com"])
+        .args(args)
+        .output()
+        .expect("git runs");
+    assert!(
+        o.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    String::from_utf8_lossy(&o.stdout).trim().to_string()
+}
+
+/// Writes an executable `sh` script (a deploy hook, a fake build).
+pub fn write_script(path: &Path, body: &str) {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::write(path, format!("#!/bin/sh\n{body}")).unwrap();
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).unwrap();
+}
