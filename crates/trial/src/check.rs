@@ -1,6 +1,6 @@
 //! `xrun-trial check`: the validation that must run on the machine that
 //! will run the trials. For each spec: its CPUs exist here, a real-time
-//! priority is permitted, the WAV is a regular file (or the tone fits in
+//! priority is permitted (the player's and the latency monitor's), the WAV is a regular file (or the tone fits in
 //! tmpfs), PM-QoS is usable, the board binaries are there, and each knob
 //! file exists, opens for writing, and — unless `--read-only` — keeps the
 //! value when written (applied, read back and restored at once, journaled,
@@ -75,6 +75,30 @@ pub fn check(
                         s.player.priority.map(|p| p.to_string()).unwrap_or_default(),
                         rt.reason,
                         rt.max_priority
+                    ),
+                );
+            }
+        }
+        // The latency monitor's threads are real-time threads on CPUs of
+        // their own: the same questions as the player's, asked before a
+        // trial rather than failing it.
+        if let Some(m) = s.monitor.as_ref().filter(|m| m.latency) {
+            let asked = m.cpus.as_ref().map(|c| c.cpus()).unwrap_or_default();
+            if let Some(bad) = asked.iter().find(|n| !allowed.contains(n)) {
+                problem(
+                    Some("monitor.cpus"),
+                    format!(
+                        "CPU {bad} is not available here (allowed: {})",
+                        list(&allowed)
+                    ),
+                );
+            }
+            if m.priority > rt.max_priority {
+                problem(
+                    Some("monitor.priority"),
+                    format!(
+                        "SCHED_FIFO {} is not permitted here ({}: real-time priorities up to {}); run as root or raise RLIMIT_RTPRIO",
+                        m.priority, rt.reason, rt.max_priority
                     ),
                 );
             }

@@ -484,3 +484,37 @@ fn a_mount_the_trial_made_is_unmounted() {
     assert!(!mounted(), "restore unmounted it");
     assert!(!instance_of(pid));
 }
+
+/// `check` asks the monitor's questions before a trial does: a CPU that is
+/// not here is one line naming `monitor.cpus`, exit 1, nothing started.
+#[test]
+fn check_refuses_a_monitor_on_a_cpu_that_is_not_here() {
+    let work = tempfile::tempdir().unwrap();
+    let file = work.path().join("spec.json");
+    let monitor = json!({ "cpus": "63", "priority": 99 });
+    std::fs::write(&file, spec(work.path(), 1, monitor).to_string()).unwrap();
+    let out = xrun_trial()
+        .args(["check", "--read-only"])
+        .arg(&file)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{stdout}");
+    assert_eq!(stdout.lines().count(), 1, "{stdout}");
+    assert!(
+        stdout.contains("config `m`: monitor.cpus: CPU 63 is not available here (allowed: "),
+        "{stdout}"
+    );
+    // The same monitor on a CPU that is here passes.
+    let here = json!({ "cpus": "0", "priority": 99 });
+    std::fs::write(&file, spec(work.path(), 1, here).to_string()).unwrap();
+    let out = xrun_trial()
+        .args(["check", "--read-only"])
+        .arg(&file)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    if is_root() {
+        assert_eq!(out.status.code(), Some(0), "{stdout}");
+    }
+}
