@@ -953,6 +953,34 @@ mod tests {
         }
     }
 
+    const MS: u64 = 1_000_000;
+
+    /// A tracker watching thread 10 as a monitor thread: a 1 ms grid from
+    /// 10 ms, gaps kept from 0.5 ms late.
+    fn monitor_tracker() -> GapTracker {
+        let mut t = GapTracker::default();
+        t.watch(
+            10,
+            Keep::Grid {
+                first: 10 * MS,
+                interval: MS,
+                min_late: MS / 2,
+            },
+        );
+        t
+    }
+
+    /// Thread 10 woken on CPU 1 at `ts` by the idle task's interrupt.
+    fn wake_from_idle(ts: u64) -> Event<'static> {
+        Event::Wakeup {
+            cpu: 1,
+            current: 0,
+            ts,
+            pid: 10,
+            target_cpu: 1,
+        }
+    }
+
     #[test]
     fn tasks_of_one_name_are_one_culprit() {
         let mut t = GapTracker::default();
@@ -1048,29 +1076,14 @@ mod tests {
 
     #[test]
     fn a_monitor_thread_late_while_it_had_the_cpu_is_accounted_by_its_stretch_on_it() {
-        let ms = 1_000_000;
-        let us = 1_000;
-        let mut t = GapTracker::default();
-        t.watch(
-            10,
-            Keep::Grid {
-                first: 10 * ms,
-                interval: ms,
-                min_late: ms / 2,
-            },
-        );
+        let (ms, us) = (MS, 1_000);
+        let mut t = monitor_tracker();
         // Woken for 13 ms and ran at 13.005 (on time: its gap is not
         // kept), then the CPU was taken beneath the scheduler: it read its
         // clock at 14.243 ms and slept at 14.25.
         t.feed(&sw_ns(1, 12 * ms + 5 * us, 0, false, 10));
         t.feed(&sw_ns(1, 12 * ms + 12 * us, 10, false, 0));
-        t.feed(&Event::Wakeup {
-            cpu: 1,
-            current: 0,
-            ts: 13 * ms,
-            pid: 10,
-            target_cpu: 1,
-        });
+        t.feed(&wake_from_idle(13 * ms));
         t.feed(&sw_ns(1, 13 * ms + 5 * us, 0, false, 10));
         t.feed(&sw_ns(1, 14 * ms + 250 * us, 10, false, 0));
         let (planned, read) = (13 * ms, 14 * ms + 243 * us);
@@ -1091,39 +1104,19 @@ mod tests {
         // A kernel that does not trace switches out of the idle task: the
         // monitor thread sleeps at 12.012 ms, idle's timer interrupt wakes
         // it at 13.000, and the next line is its own switch out at 13.020.
-        let (ms, us) = (1_000_000, 1_000);
-        let mut t = GapTracker::default();
-        t.watch(
-            10,
-            Keep::Grid {
-                first: 10 * ms,
-                interval: ms,
-                min_late: ms / 2,
-            },
-        );
+        let (ms, us) = (MS, 1_000);
+        let mut t = monitor_tracker();
         t.feed(&sw_ns(1, 12 * ms + 5 * us, 0, false, 10));
         t.feed(&sw_ns(1, 12 * ms + 12 * us, 10, false, 0));
         for k in 13..=20 {
             // On time, eight times over: no gap kept, no stretch held.
-            t.feed(&Event::Wakeup {
-                cpu: 1,
-                current: 0,
-                ts: k * ms,
-                pid: 10,
-                target_cpu: 1,
-            });
+            t.feed(&wake_from_idle(k * ms));
             t.feed(&sw_ns(1, k * ms + 20 * us, 10, false, 0));
         }
         assert!(t.gaps_of(10).is_empty());
         assert_eq!(t.held_account(10, 20 * ms, 20 * ms + 10 * us), None);
         // Woken 1.3 ms late at 22.3 (planned 21): kept, and run at once.
-        t.feed(&Event::Wakeup {
-            cpu: 1,
-            current: 0,
-            ts: 22 * ms + 300 * us,
-            pid: 10,
-            target_cpu: 1,
-        });
+        t.feed(&wake_from_idle(22 * ms + 300 * us));
         t.feed(&sw_ns(1, 22 * ms + 320 * us, 10, false, 0));
         let a = t.account(10, 21 * ms, 22 * ms + 310 * us).unwrap();
         assert_eq!(a.ran_mono_ns, 22 * ms + 300 * us);

@@ -485,6 +485,17 @@ fn a_mount_the_trial_made_is_unmounted() {
     assert!(!instance_of(pid));
 }
 
+/// `xrun-trial check --read-only FILE`: its output and its stdout.
+fn check_read_only(file: &Path) -> (Output, String) {
+    let out = xrun_trial()
+        .args(["check", "--read-only"])
+        .arg(file)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    (out, stdout)
+}
+
 /// `check` asks the monitor's questions before a trial does: a CPU that is
 /// not here is one line naming `monitor.cpus`, exit 1, nothing started.
 #[test]
@@ -493,12 +504,7 @@ fn check_refuses_a_monitor_on_a_cpu_that_is_not_here() {
     let file = work.path().join("spec.json");
     let monitor = json!({ "cpus": "63", "priority": 99 });
     std::fs::write(&file, spec(work.path(), 1, monitor).to_string()).unwrap();
-    let out = xrun_trial()
-        .args(["check", "--read-only"])
-        .arg(&file)
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
+    let (out, stdout) = check_read_only(&file);
     assert_eq!(out.status.code(), Some(1), "{stdout}");
     assert_eq!(stdout.lines().count(), 1, "{stdout}");
     assert!(
@@ -508,12 +514,7 @@ fn check_refuses_a_monitor_on_a_cpu_that_is_not_here() {
     // The same monitor on a CPU that is here passes.
     let here = json!({ "cpus": "0", "priority": 99 });
     std::fs::write(&file, spec(work.path(), 1, here).to_string()).unwrap();
-    let out = xrun_trial()
-        .args(["check", "--read-only"])
-        .arg(&file)
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
+    let (out, stdout) = check_read_only(&file);
     if is_root() {
         assert_eq!(out.status.code(), Some(0), "{stdout}");
     }
