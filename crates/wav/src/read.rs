@@ -198,7 +198,7 @@ enum OpenError {
 /// file, and the type is checked on the open file, not on a name that may
 /// change in between.
 fn open_regular(path: &Path) -> Result<File, OpenError> {
-    use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
+    use std::os::unix::fs::OpenOptionsExt;
     let file = std::fs::OpenOptions::new()
         .read(true)
         .custom_flags(libc::O_NONBLOCK)
@@ -208,7 +208,17 @@ fn open_regular(path: &Path) -> Result<File, OpenError> {
     if t.is_file() {
         return Ok(file);
     }
-    Err(OpenError::NotRegular(if t.is_fifo() {
+    Err(OpenError::NotRegular(kind_of(t)))
+}
+
+/// What a file that is not a regular file is, for a message: `a FIFO`,
+/// `a directory`, `a character device`, … (the runner's validation and the
+/// player name it alike).
+pub fn kind_of(t: std::fs::FileType) -> &'static str {
+    use std::os::unix::fs::FileTypeExt;
+    if t.is_file() {
+        "a regular file"
+    } else if t.is_fifo() {
         "a FIFO"
     } else if t.is_dir() {
         "a directory"
@@ -220,7 +230,7 @@ fn open_regular(path: &Path) -> Result<File, OpenError> {
         "a socket"
     } else {
         "not a file"
-    }))
+    }
 }
 
 /// The highest sample rate ALSA names (`SNDRV_PCM_RATE_768000`): no PCM

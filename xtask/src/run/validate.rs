@@ -89,27 +89,14 @@ pub fn host_checks(s: &Scenario) -> Vec<(String, String)> {
 /// a FIFO for reading waits for a writer (no signal ends that wait), and a
 /// device or directory is not a recording. `stat` does not open it.
 fn check_regular_file(path: &Path) -> Result<(), String> {
-    use std::os::unix::fs::FileTypeExt;
     let Ok(meta) = std::fs::metadata(path) else {
         // Missing or unreadable: check_wav says which.
         return Ok(());
     };
-    let t = meta.file_type();
-    let what = if t.is_file() {
+    if meta.is_file() {
         return Ok(());
-    } else if t.is_fifo() {
-        "a FIFO"
-    } else if t.is_dir() {
-        "a directory"
-    } else if t.is_char_device() {
-        "a character device"
-    } else if t.is_block_device() {
-        "a block device"
-    } else if t.is_socket() {
-        "a socket"
-    } else {
-        "not a file"
-    };
+    }
+    let what = xrunbench_wav::read::kind_of(meta.file_type());
     Err(format!(
         "{}: not a regular file ({what}): expected a WAV file",
         path.display()
