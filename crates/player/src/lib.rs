@@ -206,30 +206,54 @@ fn open_sink(
     }
 }
 
-/// The largest buffer (and period) the player asks for, in bytes: what
-/// the kernel lets one card allocate for its PCM buffers by default
-/// (`snd_pcm.max_alloc_per_card`, 32 MiB). A request beyond it is refused
-/// as bad input rather than allocated, locked, or overflowed.
-pub const MAX_BUFFER_BYTES: u64 = 32 * 1024 * 1024;
+/// The kernel's default for what one card may allocate for its PCM
+/// buffers, 32 MiB (`max_alloc_per_card` in sound/core/pcm_memory.c).
+pub const DEFAULT_MAX_ALLOC_PER_CARD: u64 = 32 * 1024 * 1024;
 
-/// Checks the buffer and period asked for against [`MAX_BUFFER_BYTES`] for
-/// this file's frame size; returns the note to make when the period is
-/// longer than the buffer (the sink then shortens it).
+/// Where the running kernel says what it lets one card allocate (a
+/// parameter of the `snd_pcm` module, writable by root: 0644).
+const MAX_ALLOC_PARAM: &str = "/sys/module/snd_pcm/parameters/max_alloc_per_card";
+
+/// The largest buffer (and period) the player asks for, in bytes, and
+/// where that figure comes from: what this kernel lets one card allocate
+/// (`snd_pcm.max_alloc_per_card`, read from [`MAX_ALLOC_PARAM`]), or,
+/// where snd_pcm is not loaded or sets no limit (0), the kernel's default.
+/// A request beyond it is refused as bad input rather than allocated,
+/// locked, or overflowed: no hardware PCM could take it.
+pub fn max_buffer_bytes() -> (u64, &'static str) {
+    max_buffer_bytes_from(std::fs::read_to_string(MAX_ALLOC_PARAM).ok().as_deref())
+}
+
+/// [`max_buffer_bytes`] given the parameter's text (`None`: unreadable).
+fn max_buffer_bytes_from(param: Option<&str>) -> (u64, &'static str) {
+    match param.and_then(|t| t.trim().parse::<u64>().ok()) {
+        Some(n) if n > 0 => (n, "this kernel's snd_pcm.max_alloc_per_card"),
+        _ => (
+            DEFAULT_MAX_ALLOC_PER_CARD,
+            "the kernel's default max_alloc_per_card",
+        ),
+    }
+}
+
+/// Checks the buffer and period asked for against [`max_buffer_bytes`]
+/// for this file's frame size; returns the note to make when the period
+/// is longer than the buffer (the sink then shortens it).
 fn check_buffer_request(
     req: &BufferRequest,
     rate: u32,
     frame_bytes: u64,
 ) -> Result<Option<(u64, u64)>, PlayerError> {
+    let (limit, source) = max_buffer_bytes();
     let frames_of_us = |us: u32| (u128::from(us) * u128::from(rate) + 500_000) / 1_000_000;
     let check = |option: String, frames: u128| -> Result<u64, PlayerError> {
         let bytes = frames * u128::from(frame_bytes);
-        if bytes > u128::from(MAX_BUFFER_BYTES) {
+        if bytes > u128::from(limit) {
             return Err(PlayerError::Input(format!(
                 "{option}: {bytes} bytes ({frames} frames of {frame_bytes} bytes), more than \
-                 ALSA gives one card ({MAX_BUFFER_BYTES} bytes, the kernel's max_alloc_per_card)"
+                 ALSA gives one card ({limit} bytes, {source})"
             )));
         }
-        // Bounded above by MAX_BUFFER_BYTES: fits.
+        // Bounded above by a u64 byte count: the frames fit too.
         Ok(frames as u64)
     };
     let buffer = match (req.buffer_frames, req.buffer_time_us) {
@@ -438,4 +462,23 @@ pub fn run(cli: &Cli) -> Result<Finished, PlayerError> {
         _ => 0,
     };
     Ok(Finished { report, exit_code })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_buffer_bound_is_the_kernels_max_alloc_per_card() {
+        let raised = (64 * 1024 * 1024).to_string();
+        assert_eq!(
+            max_buffer_bytes_from(Some(&format!("{raised}\n"))).0,
+            64 << 20
+        );
+        // Not loaded, no limit (0), or unreadable text: the kernel's default.
+        for param in [None, Some("0\n"), Some("lots")] {
+            assert_eq!(max_buffer_bytes_from(param).0, DEFAULT_MAX_ALLOC_PER_CARD);
+        }
+        assert_eq!(DEFAULT_MAX_ALLOC_PER_CARD, 33_554_432);
+    }
 }
