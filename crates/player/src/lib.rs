@@ -427,6 +427,7 @@ pub fn run(cli: &Cli) -> Result<Finished, PlayerError> {
         mlock,
         priority,
         affinity,
+        feeder_tid: outcome.feeder_tid,
     };
     let mut params = report::negotiated(sink.setup(), &why);
     params.notes.extend(notes);

@@ -17,6 +17,7 @@ use xrunbench_schema::player::{
 use crate::clock::{self, frames_to_ns, ms, MonoNs};
 use crate::nearmiss::NearMiss;
 use crate::sink::{Sink, SinkError};
+use crate::system;
 use xrunbench_wav::WavStream;
 
 /// Periods read from the file at once.
@@ -74,9 +75,12 @@ pub struct PlayOutcome {
     pub frames_written: u64,
     /// Wall-clock seconds from the first write to the end.
     pub wall_seconds: f64,
-    /// CLOCK_MONOTONIC when playback started (what `at_s` counts from on
-    /// every sink but cpal, whose events count from its stream's start).
+    /// CLOCK_MONOTONIC when playback started: what `at_s` counts from (on
+    /// the cpal sink, the first data callback).
     pub started_mono_ns: Option<u64>,
+    /// The kernel thread id of the thread that fed the device: this one,
+    /// or the sink's own (cpal's callback thread).
+    pub feeder_tid: Option<u32>,
     /// Stalls injected.
     pub stalls: Vec<SelftestStall>,
     /// Host errors that were not underruns (cpal sink), counted.
@@ -313,9 +317,16 @@ pub fn play(
         near_miss: side.near_miss.unwrap_or(p.near_miss),
         frames_written: p.frames_written,
         wall_seconds: ms(clock::now() - p.start) / 1e3,
-        started_mono_ns: (p.sink.setup().clock != ClockSource::Cpal)
-            .then(|| u64::try_from(p.start).ok())
-            .flatten(),
+        started_mono_ns: if p.sink.setup().clock == ClockSource::Cpal {
+            side.started_mono_ns
+        } else {
+            u64::try_from(p.start).ok()
+        },
+        feeder_tid: if p.sink.setup().clock == ClockSource::Cpal {
+            side.feeder_tid
+        } else {
+            Some(system::current_tid())
+        },
         stalls: side.stalls.unwrap_or(p.stalls_done),
         host_errors: side.host_errors,
         feeder_scheduling: (side.feeder_priority, side.feeder_affinity),

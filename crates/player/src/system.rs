@@ -50,6 +50,12 @@ pub fn is_real_time(tid: libc::pid_t) -> Option<bool> {
     }
 }
 
+/// The calling thread's kernel id (what a scheduler trace names it by).
+pub fn current_tid() -> u32 {
+    // SAFETY: gettid takes no arguments and cannot fail.
+    unsafe { libc::syscall(libc::SYS_gettid) as u32 }
+}
+
 /// The ids of this process's threads, as `/proc/self/task` lists them.
 pub fn thread_ids() -> Vec<libc::pid_t> {
     let Ok(dir) = std::fs::read_dir("/proc/self/task") else {

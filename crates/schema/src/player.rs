@@ -18,8 +18,8 @@ pub struct PlayerReport {
     pub started_at: String,
     /// The instant every `at_s` counts from, CLOCK_MONOTONIC ns: what puts
     /// the underruns on the timeline of a latency monitor and a scheduler
-    /// trace. Absent when `at_s` counts from another clock's start (cpal's
-    /// stream instants) and in reports of players before it.
+    /// trace (on the cpal sink: its first data callback). Absent when no
+    /// callback ran, and in reports of players before it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub started_mono_ns: Option<u64>,
     /// The WAV file that was played.
@@ -233,6 +233,12 @@ pub struct ProcessInfo {
     pub priority: String,
     /// CPU affinity requested and whether it took.
     pub affinity: String,
+    /// The kernel thread id of the thread that fed the device (the writer,
+    /// or the cpal host's callback thread): the one whose waits a
+    /// scheduler trace accounts for. Absent in reports of players before
+    /// it, and when no callback ran.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub feeder_tid: Option<u32>,
 }
 
 /// A stall injected by the self-test option.

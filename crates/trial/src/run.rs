@@ -420,7 +420,7 @@ fn play_under_load(
     work: &WorkDir,
     player_args: &[String],
     load_args: Option<&[String]>,
-    on_player: impl FnOnce(u32),
+    mut on_player: impl FnMut(u32),
 ) -> Result<(ExitStatus, Option<ExitStatus>), Stop> {
     let start_delay = spec.load.as_ref().map_or(0, |l| l.start_delay_us);
     let mut load: Option<Child> = None;
@@ -485,6 +485,9 @@ fn play_under_load(
         if let Some(status) = player.try_wait().map_err(failed)? {
             break status;
         }
+        // Again at each poll: the player starts threads of its own (cpal's
+        // callback thread) after it has started.
+        on_player(player.id());
         if Instant::now() > deadline {
             return Err(failed(
                 "xrun-player still running 30 s after its duration; killed it",
@@ -588,8 +591,11 @@ struct Beside {
     tracer: Option<Tracer>,
     /// Why the trace is off although asked for (said once).
     trace_off: Option<String>,
-    /// The playback thread (the player's main thread).
+    /// The player's process (its main thread is the playback thread
+    /// unless its report names another).
     player: Option<u32>,
+    /// The player's threads the trace follows.
+    player_threads: Vec<u32>,
 }
 
 impl Beside {
@@ -606,6 +612,7 @@ impl Beside {
             tracer: None,
             trace_off: None,
             player: None,
+            player_threads: Vec::new(),
         };
         let Some(m) = &spec.monitor else {
             return Ok(me);
@@ -656,11 +663,19 @@ impl Beside {
         Ok(me)
     }
 
-    /// The playback thread (the player's main thread) is watched too.
+    /// Every thread of the player is watched too (called again while it
+    /// plays, to follow the threads it starts): which of them fed the
+    /// device, its report says only at the end.
     fn watch_player(&mut self, pid: u32) {
         self.player = Some(pid);
-        if let Some(t) = &self.tracer {
-            t.watch(pid, Keep::All);
+        let Some(t) = &self.tracer else {
+            return;
+        };
+        for tid in std::iter::once(pid).chain(threads_of(pid)) {
+            if !self.player_threads.contains(&tid) {
+                self.player_threads.push(tid);
+                t.watch(tid, Keep::All);
+            }
         }
     }
 
@@ -736,9 +751,19 @@ fn place_spikes(report: &mut xrunbench_schema::monitor::MonitorReport, start: u6
     }
 }
 
-/// Each underrun's account: the playback thread's gap that ended when it
-/// noticed (the buffer ran dry at `at_s`; it noticed `at_least_ms` later).
-/// Printed as the clause after aplay's line, and kept in the record.
+/// The ids of process `pid`'s threads (none once it has gone).
+fn threads_of(pid: u32) -> Vec<u32> {
+    let Ok(dir) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return Vec::new();
+    };
+    dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
+        .collect()
+}
+
+/// Each underrun's account: the gap of the thread that fed the device
+/// (the player's report names it; else its main thread) it was in when the
+/// buffer ran dry (at `at_s`; it noticed `at_least_ms` later). Printed as
+/// the clause after aplay's line, and kept in the record.
 fn account_for_underruns(
     stem: &str,
     report: &mut xrunbench_schema::monitor::MonitorReport,
@@ -754,13 +779,18 @@ fn account_for_underruns(
         }
         return;
     };
+    let feeder = player.process.feeder_tid.unwrap_or(pid);
     for (i, e) in player.events.iter().enumerate() {
         let dry = start + (e.at_s * 1e9).max(0.0) as u64;
         let long_ms = e.at_least_ms.unwrap_or(e.gap_ms);
         let noticed = dry + (long_ms * 1e6).max(0.0) as u64;
-        // The thread ran a little before it noticed; 2 ms covers the
-        // trace's µs stamps and the work between running and noticing.
-        let account = tracker.account(pid, dry.saturating_sub(1_000_000), noticed + 2_000_000);
+        // The gap it was in when the device ran dry; else (it was on the
+        // CPU then, by the trace's µs stamps) the one that ended when it
+        // noticed: it ran a little before, and 2 ms covers the stamps and
+        // the work between running and noticing.
+        let account = tracker.account_covering(feeder, dry).or_else(|| {
+            tracker.account(feeder, dry.saturating_sub(1_000_000), noticed + 2_000_000)
+        });
         let clause = match &account {
             Some(a) => a.clause(),
             None => "no gap of the playback thread in the trace".into(),

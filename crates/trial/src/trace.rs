@@ -488,6 +488,21 @@ impl GapTracker {
         Some(self.describe(tid, g))
     }
 
+    /// The account of `tid`'s gap that covers `at` (it went off the CPU
+    /// at or before, and ran again after): what kept it away when the
+    /// device ran dry. The moment it noticed does not always tell which
+    /// gap that was — cpal's JACK host stamps a callback with the start of
+    /// its JACK cycle, which can be before the thread ran, and it may run
+    /// and sleep again within that cycle.
+    pub fn account_covering(&self, tid: u32, at: u64) -> Option<GapAccount> {
+        let g = self
+            .gaps_of(tid)
+            .iter()
+            .rev()
+            .find(|g| g.off <= at && at < g.ran)?;
+        Some(self.describe(tid, g))
+    }
+
     /// The account of a late clock read at `read` (planned for `planned`)
     /// by a `Keep::Grid` thread that had the CPU then: the stretch it held
     /// the CPU that covers the read, and how much of the lateness was spent
@@ -996,6 +1011,31 @@ mod tests {
             (2, 6, 5.0)
         );
         assert!(a.clause().contains("task x2"), "{}", a.clause());
+    }
+
+    #[test]
+    fn the_gap_covering_the_dry_moment_is_the_underruns_not_the_last_one() {
+        let mut t = GapTracker::default();
+        t.watch(10, Keep::All);
+        t.feed(&sw(1, 1, 0, false, 10)); // audio runs
+        t.feed(&sw(1, 2, 10, true, 66)); // the hog takes the CPU until 300 ms
+        t.feed(&sw(1, 300, 66, false, 10));
+        // It catches up, sleeps 0.5 ms for its next cycle, and runs again:
+        // a callback stamped with its cycle's start notices "by 301 ms".
+        t.feed(&sw_ns(1, 300 * MS + 100_000, 10, false, 0));
+        t.feed(&sw_ns(1, 300 * MS + 600_000, 0, false, 10));
+        let dry = 12 * MS;
+        let covering = t.account_covering(10, dry).unwrap();
+        assert_eq!(
+            (covering.off_mono_ns, covering.ran_mono_ns),
+            (2 * MS, 300 * MS)
+        );
+        assert_eq!(covering.tasks[0].pid, 66);
+        // The last gap by then is the short sleep, which explains nothing.
+        let last = t.account(10, dry, 301 * MS).unwrap();
+        assert!(last.tasks.is_empty(), "{last:?}");
+        // On the CPU at that moment: no gap covers it.
+        assert_eq!(t.account_covering(10, 300 * MS + 50_000), None);
     }
 
     #[test]

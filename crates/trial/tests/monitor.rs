@@ -22,6 +22,7 @@ use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
+use xrunbench_soundserver::{JackConfig, JackServer};
 
 const TRACING: &str = "/sys/kernel/tracing";
 
@@ -40,11 +41,14 @@ fn can_run() -> bool {
         eprintln!("skipped: needs root and two CPUs");
         return false;
     }
-    if !Path::new(TRACING)
-        .join("events/sched/sched_switch")
-        .is_dir()
-    {
-        eprintln!("skipped: no tracefs with sched events at {TRACING}");
+    // Mounted or not: a trial mounts tracefs itself when it is not (and
+    // unmounts it afterwards), so what these tests need is the kernel's.
+    let kernel_has_tracefs = std::fs::read_to_string("/proc/filesystems").is_ok_and(|f| {
+        f.lines()
+            .any(|l| l.split_whitespace().last() == Some("tracefs"))
+    });
+    if !kernel_has_tracefs || !Path::new(TRACING).is_dir() {
+        eprintln!("skipped: this kernel has no tracefs (or no {TRACING} to mount it on)");
         return false;
     }
     true
@@ -160,15 +164,22 @@ fn wait_for(secs: u64, mut cond: impl FnMut() -> bool) -> bool {
     cond()
 }
 
+/// The pid of a process named `xrun-player` with `needle` in its command
+/// line, while one runs.
+fn player_pid(needle: &str) -> Option<u32> {
+    std::fs::read_dir("/proc").unwrap().flatten().find_map(|e| {
+        let c = std::fs::read(e.path().join("cmdline")).ok()?;
+        let c = String::from_utf8_lossy(&c);
+        (c.contains("xrun-player") && c.contains(needle))
+            .then(|| e.file_name().to_str()?.parse().ok())
+            .flatten()
+    })
+}
+
 /// Whether a process named `xrun-player` runs with `needle` in its
 /// command line.
 fn player_running(needle: &str) -> bool {
-    std::fs::read_dir("/proc").unwrap().flatten().any(|e| {
-        std::fs::read(e.path().join("cmdline")).is_ok_and(|c| {
-            let c = String::from_utf8_lossy(&c);
-            c.contains("xrun-player") && c.contains(needle)
-        })
-    })
+    player_pid(needle).is_some()
 }
 
 /// A SCHED_FIFO 90 busy loop on CPU 1 for 300 ms, stopped on time by a
@@ -195,8 +206,75 @@ fn hog_cpu1(pid_file: &Path) -> (u32, Duration) {
     (pid, elapsed)
 }
 
+/// CLOCK_MONOTONIC now, ns (the clock the trial's records are on).
+fn mono_now_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: a valid out-pointer.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
 fn f(v: &Value) -> f64 {
     v.as_f64().unwrap_or_else(|| panic!("not a number: {v}"))
+}
+
+/// The trace was on, every underrun of the record `r` has an account, and
+/// exactly one of those of the events `counted` admits names the hog
+/// `hog_pid` (comm `sh`, FIFO 90) as at least 90 % of the feeding thread's
+/// runnable wait; the trial printed its clause. Returns that account.
+fn the_one_underrun_behind<'r>(
+    r: &'r Value,
+    hog_pid: u32,
+    stderr: &str,
+    counted: impl Fn(&Value) -> bool,
+) -> &'r Value {
+    let m = &r["monitor"];
+    assert_eq!(m["trace"]["state"], "on", "{stderr}");
+    let accounts = m["underruns"].as_array().expect("underrun accounts");
+    let events = r["player"]["events"].as_array().unwrap();
+    assert_eq!(accounts.len(), events.len(), "one account per underrun");
+    let hogged: Vec<&Value> = accounts
+        .iter()
+        .filter(|a| counted(&events[a["event"].as_u64().unwrap() as usize]))
+        .filter(|a| {
+            a["account"]["tasks"]
+                .as_array()
+                .is_some_and(|t| t.iter().any(|t| t["pid"] == hog_pid))
+        })
+        .collect();
+    assert_eq!(
+        hogged.len(),
+        1,
+        "one underrun behind the hog: {accounts:#?}"
+    );
+    let a = &hogged[0]["account"];
+    assert_eq!(
+        a["tid"], r["player"]["process"]["feeder_tid"],
+        "the account is of the thread that fed the device: {a:#}"
+    );
+    let top = &a["tasks"][0];
+    assert_eq!(top["pid"], hog_pid, "{a:#}");
+    assert_eq!(top["comm"], "sh", "{a:#}");
+    // FIFO 90 (or, when the hog was gone before the trace reader asked,
+    // what its priority tells: FIFO or RR at 90).
+    let policy = top["policy"].as_str().unwrap();
+    assert!(
+        policy == "SCHED_FIFO 90" || policy == "SCHED_FIFO/RR 90",
+        "{a:#}"
+    );
+    assert!(
+        f(&top["ms"]) >= 0.9 * f(&a["runnable_ms"]),
+        "the hog is at least 90 % of the runnable wait: {a:#}"
+    );
+    let clause = hogged[0]["clause"].as_str().unwrap();
+    assert!(
+        stderr.contains(&format!("sh:{hog_pid} ({policy})")) && stderr.contains(clause),
+        "the trial prints the clause: {stderr}"
+    );
+    hogged[0]
 }
 
 #[test]
@@ -223,47 +301,11 @@ fn a_fifo_hog_is_one_underrun_that_names_it_and_one_spike_of_its_length() {
     assert!(out.status.success(), "{stderr}");
     let r = record_of(&out);
     let m = &r["monitor"];
-    assert_eq!(m["trace"]["state"], "on", "{stderr}");
-    // The underrun: exactly one overlaps the hog, and its account names it.
-    let accounts = m["underruns"].as_array().expect("underrun accounts");
     let events = r["player"]["events"].as_array().unwrap();
-    assert_eq!(accounts.len(), events.len(), "one account per underrun");
-    let hogged: Vec<&Value> = accounts
-        .iter()
-        .filter(|a| {
-            a["account"]["tasks"]
-                .as_array()
-                .is_some_and(|t| t.iter().any(|t| t["pid"] == hog_pid))
-        })
-        .collect();
-    assert_eq!(
-        hogged.len(),
-        1,
-        "one underrun behind the hog: {accounts:#?}"
-    );
-    let a = &hogged[0]["account"];
-    let top = &a["tasks"][0];
-    assert_eq!(top["pid"], hog_pid, "{a:#}");
-    assert_eq!(top["comm"], "sh", "{a:#}");
-    // FIFO 90 (or, when the hog was gone before the trace reader asked,
-    // what its priority tells: FIFO or RR at 90).
-    let policy = top["policy"].as_str().unwrap();
-    assert!(
-        policy == "SCHED_FIFO 90" || policy == "SCHED_FIFO/RR 90",
-        "{a:#}"
-    );
-    assert!(
-        f(&top["ms"]) >= 0.9 * f(&a["runnable_ms"]),
-        "the hog is at least 90 % of the runnable wait: {a:#}"
-    );
-    let clause = hogged[0]["clause"].as_str().unwrap();
-    assert!(
-        stderr.contains(&format!("sh:{hog_pid} ({policy})")) && stderr.contains(clause),
-        "the trial prints the clause: {stderr}"
-    );
+    let hogged = the_one_underrun_behind(&r, hog_pid, &stderr, |_| true);
     // The spike on CPU 1: about the hog's length, ending when the player
     // noticed the underrun (the monitor runs first, then the player).
-    let event = &events[hogged[0]["event"].as_u64().unwrap() as usize];
+    let event = &events[hogged["event"].as_u64().unwrap() as usize];
     let noticed_s = f(&event["at_s"]) + f(&event["at_least_ms"]) / 1e3;
     let spikes = m["spikes"].as_array().unwrap();
     let spike = spikes
@@ -284,6 +326,73 @@ fn a_fifo_hog_is_one_underrun_that_names_it_and_one_spike_of_its_length() {
     let sa = &spike["account"];
     assert_eq!(sa["tasks"][0]["pid"], hog_pid, "{sa:#}");
     assert!(!instance_of(trial_pid), "instance removed");
+}
+
+/// The cpal sink feeds the device from its host's callback thread, not
+/// from the player's main thread, and times its events on the stream's
+/// clock: through cpal's JACK host (a dummy server real-time on CPU 0, the
+/// callback thread at FIFO 10 on CPU 1), a FIFO hog on CPU 1 is one
+/// callback gap whose account is of the callback thread and names the hog.
+#[test]
+fn a_fifo_hog_is_one_cpal_callback_gap_that_names_it() {
+    if !can_run() {
+        return;
+    }
+    let _serial = serial();
+    let server = JackServer::start(&JackConfig {
+        cpus: Some("0".into()),
+        priority: Some(90),
+        ..JackConfig::default()
+    })
+    .expect("start a JACK dummy server (cargo xtask test installs jackd2)");
+    let work = tempfile::tempdir().unwrap();
+    let monitor = json!({ "latency": false, "trace": true });
+    let mut spec = spec(work.path(), 3, monitor);
+    spec["player"] = json!({ "backend": "cpal", "host": "jack", "cpu": "1",
+                             "priority": "fifo:10", "buffer_time_us": 20000 });
+    let mut cmd = xrun_trial();
+    server.configure(&mut cmd);
+    let child = start_trial(&mut cmd, &spec);
+    let needle = work.path().to_str().unwrap().to_string();
+    assert!(
+        wait_for(30, || player_running(&needle)),
+        "the player never started"
+    );
+    let player_pid = player_pid(&needle).expect("the player runs");
+    std::thread::sleep(Duration::from_millis(1000));
+    let hog_at = mono_now_ns();
+    let (hog_pid, hog_took) = hog_cpu1(&work.path().join("hog.pid"));
+    let out = finish(child);
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(out.status.success(), "{stderr}");
+    let r = record_of(&out);
+    let player = &r["player"];
+    assert!(player["started_mono_ns"].as_u64().is_some(), "{player:#}");
+    let feeder = player["process"]["feeder_tid"]
+        .as_u64()
+        .expect("feeder_tid");
+    assert_ne!(
+        feeder,
+        u64::from(player_pid),
+        "the callback thread fed the device, not the main thread"
+    );
+    // JACK's xrun callback is server-wide and may add gap-less events
+    // beside the gap: the callback gap is the one counted.
+    let hogged = the_one_underrun_behind(&r, hog_pid, &stderr, |e| e["source"] == "callback_gap");
+    // On CLOCK_MONOTONIC, the device ran dry while the hog ran (the event
+    // is timed on JACK's clock, put there by the callback that saw it).
+    let event = &player["events"][hogged["event"].as_u64().unwrap() as usize];
+    let started = player["started_mono_ns"].as_u64().unwrap();
+    let dry_s = (started as f64 + f(&event["at_s"]) * 1e9 - hog_at as f64) / 1e9;
+    assert!(
+        dry_s > 0.0 && dry_s < hog_took.as_secs_f64(),
+        "ran dry {dry_s:.4} s after the hog began (it took {hog_took:?})"
+    );
+    eprintln!(
+        "cpal jack: dry {:.1} ms into the hog; {}",
+        dry_s * 1e3,
+        hogged["clause"]
+    );
 }
 
 #[test]

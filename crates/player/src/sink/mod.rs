@@ -95,6 +95,11 @@ pub struct DeviceSide {
     pub feeder_priority: Option<String>,
     /// `--cpu` as applied to the device-feeding thread, likewise.
     pub feeder_affinity: Option<String>,
+    /// CLOCK_MONOTONIC when the device side started measuring (what its
+    /// events' `at_s` count from), when it did.
+    pub started_mono_ns: Option<u64>,
+    /// The kernel thread id of the device-feeding thread, when it ran.
+    pub feeder_tid: Option<u32>,
 }
 
 /// A failure of a sink operation.

@@ -3,7 +3,7 @@
 //! everything else, the near-miss and gap measurements, and the scheduling
 //! of the thread it runs on.
 
-use std::sync::atomic::{AtomicBool, AtomicI32, AtomicI64, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicI64, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use xrunbench_schema::player::{EventSource, SelftestStall};
@@ -52,6 +52,12 @@ pub struct Shared {
     pub priority_errno: AtomicI32,
     /// Outcome of `--cpu` there, likewise.
     pub affinity_errno: AtomicI32,
+    /// CLOCK_MONOTONIC of the first callback, which every event's time
+    /// counts from (0 before it).
+    pub first_callback_mono: AtomicI64,
+    /// The kernel thread id of the thread the callbacks run on (0 before
+    /// the first): the one a scheduler trace must follow.
+    pub callback_tid: AtomicU32,
 }
 
 impl Shared {
@@ -68,6 +74,8 @@ impl Shared {
             writer,
             priority_errno: AtomicI32::new(NOT_YET),
             affinity_errno: AtomicI32::new(NOT_YET),
+            first_callback_mono: AtomicI64::new(0),
+            callback_tid: AtomicU32::new(0),
         }
     }
 }
@@ -133,7 +141,12 @@ pub struct Feeder {
     frame_bytes: usize,
     silence: u8,
     rate: u32,
-    start_ns: Option<i64>,
+    /// CLOCK_MONOTONIC at the first callback (0 before it).
+    mono_start: i64,
+    /// CLOCK_MONOTONIC − stream clock, read at the current callback: puts
+    /// the stream's instants of this callback on CLOCK_MONOTONIC, so that
+    /// the stream clock's drift never accumulates over a long run.
+    stream_to_mono: i64,
     prev: Option<Prev>,
     frames_played: u64,
     starving: Option<Starving>,
@@ -170,7 +183,8 @@ impl Feeder {
             frame_bytes: format.bytes() * usize::from(fmt.channels),
             silence: format.silence_byte(),
             rate: fmt.rate,
-            start_ns: None,
+            mono_start: 0,
+            stream_to_mono: 0,
             prev: None,
             frames_played: 0,
             starving: None,
@@ -214,8 +228,12 @@ impl Feeder {
         let cb = ts.callback.as_nanos() as i64;
         let pb = ts.playback.as_nanos() as i64;
         let queued = (pb - cb).max(0);
-        let start = *self.start_ns.get_or_insert(cb);
-        self.maybe_stall(cb - start, queued);
+        let now = clock::now();
+        self.stream_to_mono = now - cb;
+        if self.mono_start == 0 {
+            self.started(now);
+        }
+        self.maybe_stall(now - self.mono_start, queued);
         let frames = (out.len() / self.frame_bytes) as i64;
         let want = frames as usize * self.frame_bytes;
         let got = self.audio.pop(&mut out[..want]) / self.frame_bytes * self.frame_bytes;
@@ -244,6 +262,24 @@ impl Feeder {
         s.device_queued_ns.store(queued, Ordering::Relaxed);
         s.last_callback_mono.store(clock::now(), Ordering::Relaxed);
         s.callbacks.fetch_add(1, Ordering::Release);
+    }
+
+    /// The first callback: every event's time counts from `now`, and the
+    /// thread running it is the one the trial's scheduler trace follows.
+    fn started(&mut self, now: i64) {
+        self.mono_start = now;
+        self.shared
+            .first_callback_mono
+            .store(now, Ordering::Release);
+        self.shared
+            .callback_tid
+            .store(system::current_tid(), Ordering::Release);
+    }
+
+    /// A stream-clock instant of this callback as nanoseconds since the
+    /// first callback on CLOCK_MONOTONIC (the report's `at_s`).
+    fn since_start(&self, stream_ns: i64) -> i64 {
+        stream_ns + self.stream_to_mono - self.mono_start
     }
 
     fn push_event(&mut self, e: EventRecord) {
@@ -276,7 +312,7 @@ impl Feeder {
         self.push_event(EventRecord {
             source,
             with_xrun: held + fresh > 0 && source == EventSource::CallbackGap,
-            began_ns: began - self.start_ns.unwrap_or(0),
+            began_ns: self.since_start(began),
             gap_ns: gap.max(0),
             stream_frame: self.frames_played,
             queued_ns: prev.playback_ns - prev.callback_ns,
@@ -288,7 +324,7 @@ impl Feeder {
         let missing = frames - got as i64;
         if missing > 0 && !self.shared.draining.load(Ordering::Relaxed) {
             let st = self.starving.get_or_insert(Starving {
-                began_ns: pb + frames_to_ns(got as i64, self.rate),
+                began_ns: self.since_start(pb + frames_to_ns(got as i64, self.rate)),
                 silent_frames: 0,
                 stream_frame: self.frames_played + got as u64,
                 queued_ns: 0,
@@ -300,7 +336,7 @@ impl Feeder {
             self.push_event(EventRecord {
                 source: EventSource::ReaderBehind,
                 with_xrun: false,
-                began_ns: st.began_ns - self.start_ns.unwrap_or(0),
+                began_ns: st.began_ns,
                 gap_ns: frames_to_ns(st.silent_frames, self.rate),
                 stream_frame: st.stream_frame,
                 queued_ns: st.queued_ns,

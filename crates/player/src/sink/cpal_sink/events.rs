@@ -17,14 +17,16 @@ pub const EVENT_BYTES: usize = 48;
 /// count it): far more than the main thread lets pile up between polls.
 pub const EVENT_SLOTS: usize = 1024;
 
-/// One event as the callback records it (stream-clock nanoseconds).
+/// One event as the callback records it (nanoseconds).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct EventRecord {
     /// Who saw it.
     pub source: EventSource,
     /// A cpal `Xrun` came with a callback gap.
     pub with_xrun: bool,
-    /// When the device ran dry, from the first callback.
+    /// When the device ran dry: since the first callback, on
+    /// CLOCK_MONOTONIC (the stream clock's instant, moved by the offset
+    /// between the two clocks at the callback that saw it).
     pub began_ns: i64,
     /// How long it stayed dry.
     pub gap_ns: i64,
@@ -79,13 +81,13 @@ impl EventRecord {
     }
 }
 
-/// The report's event for a record: times on cpal's stream clock, from
-/// the first callback; the frame over the whole stream (the playback loop
-/// splits it into loop and frame).
+/// The report's event for a record: `at_s` since the first callback on
+/// CLOCK_MONOTONIC (the report's `started_mono_ns`), the gap on cpal's
+/// stream clock; the frame over the whole stream (the playback loop splits
+/// it into loop and frame).
 pub fn to_underrun(e: EventRecord) -> Underrun {
     let gap_ms = e.gap_ns as f64 / 1e6;
     Underrun {
-        // Stream clock, from the first callback.
         at_s: e.began_ns.max(0) as f64 / 1e9,
         file_frame: e.stream_frame,
         file_loop: 0,

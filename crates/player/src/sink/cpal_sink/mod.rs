@@ -15,7 +15,10 @@
 //!   frames / rate)`, the time the device had already run dry when it asked
 //!   for more. Above `callback::GAP_THRESHOLD_NS` (steady-state noise is < 1 ms on
 //!   ALSA and JACK, about 7 ms on PulseAudio) it is an underrun, measured on
-//!   cpal's stream clock (`ClockSource::Cpal`).
+//!   cpal's stream clock (`ClockSource::Cpal`). Its start is put on
+//!   CLOCK_MONOTONIC by the callback that saw it (`at_s` counts from the
+//!   first callback there, the report's `started_mono_ns`), so a scheduler
+//!   trace can account for it like any other underrun.
 //! - **cpal's `ErrorKind::Xrun`** from the error callback (ALSA and JACK
 //!   hosts). It carries no time; the next callback attaches it to the gap
 //!   it measured (`also_seen_by`), or reports it alone with the gap it saw.

@@ -412,6 +412,10 @@ impl Sink for CpalSink {
                 &self.shared.affinity_errno,
                 self.feeder_cpus.as_ref().map(|c| c.to_string()),
             ),
+            started_mono_ns: u64::try_from(self.shared.first_callback_mono.load(Ordering::Acquire))
+                .ok()
+                .filter(|&t| t > 0),
+            feeder_tid: Some(self.shared.callback_tid.load(Ordering::Acquire)).filter(|&t| t > 0),
         }
     }
 }
