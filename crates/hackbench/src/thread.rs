@@ -5,6 +5,13 @@
 //! Here each worker's buffer is a heap allocation made before the round
 //! starts, so the stack only holds the loop and stays small.
 //!
+//! Worker threads never allocate or free (tests/thread_alloc.rs): a
+//! thread's first malloc or free makes glibc create an arena for it (an
+//! mmap of 128 MiB, two munmaps and an mprotect under the mmap lock). So
+//! each group's senders share one fd list made by the main thread, as
+//! rt-tests' senders share one context, and the main thread frees what
+//! the threads ran after joining them.
+//!
 //! The main thread does not join in a blocking `pthread_join` (which no
 //! signal interrupts): it blocks on a "done" pipe that the last worker to
 //! finish, a failing worker, or [`stop::request_stop`] writes to. Then it
@@ -105,15 +112,23 @@ fn timed_part(
     slots: &Slots,
     fds: Fds<'_>,
 ) -> Result<(Stamp, Stamp), Error> {
-    let mut team = Team {
-        shared,
-        threads: Vec::new(),
-    };
     let ids = Ids {
         ready_out: fds.ready.w.as_raw_fd(),
         wakefd: fds.wake.r.as_raw_fd(),
     };
-    team.spawn_all(p, pairs, bufs, slots, ids)?;
+    // Each group's write ends, one list its senders share (rt-tests'
+    // senders share one context). Declared before `team`: it outlives the
+    // threads that read it.
+    let out_fds: Vec<Vec<RawFd>> = pairs
+        .chunks((p.fds as usize).max(1))
+        .map(|g| g.iter().map(|pair| pair.w.as_raw_fd()).collect())
+        .collect();
+    let mut team = Team {
+        shared,
+        threads: Vec::new(),
+        bodies: Vec::new(),
+    };
+    team.spawn_all(p, pairs, &out_fds, bufs, slots, ids)?;
     let _fifo = fifo(p)?;
     let total = p.total_workers()?;
     wait_ready(&fds.ready.r, fds.done_r, total, shared, slots, p)?;
@@ -165,10 +180,19 @@ fn make_buffers(p: &Params, total: usize) -> Result<Vec<sys::MsgBuf>, Error> {
 struct Team<'a> {
     shared: &'a Shared,
     threads: Vec<libc::pthread_t>,
+    /// What each thread runs, owned here and freed by the main thread
+    /// after the join: a worker thread neither allocates nor frees, so
+    /// it never makes glibc create a malloc arena for it (an mmap of
+    /// 128 MiB, two munmaps and an mprotect under the process's mmap
+    /// lock, which would also delay that thread's "ready").
+    /// (Boxed twice: a thread gets a thin pointer to the inner box, which
+    /// stays put when this Vec grows; a `dyn` body's own pointer is fat.)
+    #[allow(clippy::vec_box)]
+    bodies: Vec<Box<Box<Body<'a>>>>,
 }
 
-/// What a worker thread runs.
-type Body<'a> = Box<dyn FnOnce() + Send + 'a>;
+/// What a worker thread runs (once).
+type Body<'a> = dyn FnMut() + Send + 'a;
 
 impl<'a> Team<'a> {
     /// Spawns every worker with SIGINT/SIGTERM/SIGHUP blocked (they
@@ -177,6 +201,7 @@ impl<'a> Team<'a> {
         &mut self,
         p: &'a Params,
         pairs: &'a [Pair],
+        out_fds: &'a [Vec<RawFd>],
         bufs: Vec<sys::MsgBuf>,
         slots: &'a Slots,
         ids: Ids,
@@ -190,14 +215,17 @@ impl<'a> Team<'a> {
                 bytes: u64::from(p.datasize),
             })
         };
-        for (g, group) in pairs.chunks(fds.max(1)).enumerate() {
+        for (g, (group, group_out)) in pairs.chunks(fds.max(1)).zip(out_fds).enumerate() {
             let base = g * 2 * fds;
             for (i, pair) in group.iter().enumerate() {
-                let job = WorkerJob::Receiver(pair.r.as_raw_fd(), packets);
+                let job = Job::Receiver {
+                    in_fd: pair.r.as_raw_fd(),
+                    packets,
+                };
                 self.spawn_worker(base + i, job, next_buf()?, slots, ids, p.loops)?;
             }
             for i in 0..fds {
-                let job = WorkerJob::Sender(group);
+                let job = Job::Sender { out_fds: group_out };
                 self.spawn_worker(base + fds + i, job, next_buf()?, slots, ids, p.loops)?;
             }
             if stop::stop_requested() {
@@ -210,14 +238,16 @@ impl<'a> Team<'a> {
     fn spawn_worker(
         &mut self,
         index: usize,
-        job: WorkerJob<'a>,
+        job: Job<'a>,
         mut buf: sys::MsgBuf,
         slots: &'a Slots,
         ids: Ids,
         loops: u32,
     ) -> Result<(), Error> {
         let shared = self.shared;
+        let mut job = Some(job);
         self.spawn(Box::new(move || {
+            let Some(job) = job.take() else { return };
             let slot = slots.get(index);
             let ctx = Ctx {
                 ready_out: ids.ready_out,
@@ -226,14 +256,6 @@ impl<'a> Team<'a> {
                 buf: buf.as_mut_slice(),
                 slot,
                 abort: Some(&shared.abort),
-            };
-            let out_fds: Vec<RawFd>;
-            let job = match job {
-                WorkerJob::Receiver(in_fd, packets) => Job::Receiver { in_fd, packets },
-                WorkerJob::Sender(pairs) => {
-                    out_fds = pairs.iter().map(|p| p.w.as_raw_fd()).collect();
-                    Job::Sender { out_fds: &out_fds }
-                }
             };
             let ok = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| work(job, ctx)))
                 .unwrap_or(false);
@@ -245,12 +267,11 @@ impl<'a> Team<'a> {
     /// Raw pthreads rather than std::thread: std gives every thread a
     /// signal stack that is mmap'ed at start and munmap'ed at exit, and
     /// thread exit is inside the timed window.
-    fn spawn(&mut self, body: Body<'a>) -> Result<(), Error> {
+    fn spawn(&mut self, body: Box<Body<'a>>) -> Result<(), Error> {
         self.threads.reserve(1);
-        // SAFETY: lifetime erasure; `Team` joins every thread it created
-        // (Drop) before `'a` ends, so the body never outlives its borrows.
-        let body: Body<'static> = unsafe { std::mem::transmute::<Body<'a>, Body<'static>>(body) };
-        let arg = Box::into_raw(Box::new(body));
+        self.bodies.reserve(1);
+        self.bodies.push(Box::new(body));
+        let arg: *mut Box<Body<'a>> = &mut **self.bodies.last_mut().expect("just pushed");
         self.shared.remaining.fetch_add(1, Ordering::SeqCst);
         // SAFETY: attr is initialised before use and destroyed after;
         // `arg` is handed to the new thread, or reclaimed if none starts.
@@ -264,7 +285,7 @@ impl<'a> Team<'a> {
             if err == 0 {
                 self.threads.push(t);
             } else {
-                drop(Box::from_raw(arg));
+                self.bodies.pop();
             }
             err
         };
@@ -287,10 +308,12 @@ impl<'a> Team<'a> {
     }
 }
 
-/// Thread entry: runs the boxed body; a panic must not unwind into C.
+/// Thread entry: runs the body; a panic must not unwind into C.
 extern "C" fn trampoline(arg: *mut libc::c_void) -> *mut libc::c_void {
-    // SAFETY: `arg` is the Box leaked by `Team::spawn`, used once.
-    let body = unsafe { Box::from_raw(arg.cast::<Body<'static>>()) };
+    // SAFETY: `arg` is the body `Team::spawn` made for this thread alone
+    // (no other thread touches it); `Team` frees it only after joining
+    // this thread, so it outlives every borrow it holds.
+    let body: &mut Box<Body<'static>> = unsafe { &mut *arg.cast::<Box<Body<'static>>>() };
     let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(body));
     std::ptr::null_mut()
 }
@@ -310,13 +333,6 @@ impl Drop for Team<'_> {
         }
         self.join_all();
     }
-}
-
-/// A worker's job before it runs (the sender's fd list is built on its
-/// own thread, as rt-tests' senders share one context).
-enum WorkerJob<'a> {
-    Receiver(RawFd, u64),
-    Sender(&'a [Pair]),
 }
 
 /// A worker's epilogue: its own context switches, then the count-down.
