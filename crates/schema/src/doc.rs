@@ -1,5 +1,6 @@
-//! Writing and dating documents: one atomic write and one UTC formatter for
-//! every tool (std only, so the board binaries can use them).
+//! Writing and dating documents: one atomic write, one UTC formatter, and
+//! one way to quote a document's own text in a one-line error, for every
+//! tool (std only, so the board binaries can use them).
 
 use std::fs::{self, File};
 use std::io::{self, Write};
@@ -159,10 +160,36 @@ impl Civil {
     }
 }
 
+/// `msg` on one line: serde quotes a document's own strings in its errors
+/// (an unknown field's name, an unknown variant), and a control character
+/// in them (a `\n` in the JSON, decoded) would break the one-line error
+/// every tool promises. Control characters are escaped as Rust writes
+/// them (`\n`, `\u{1b}`). Found by the fuzz targets (trial records,
+/// journals).
+pub fn one_line(msg: &str) -> String {
+    let mut out = String::with_capacity(msg.len());
+    for c in msg.chars() {
+        if c.is_control() {
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use std::time::Duration;
+
+    #[test]
+    fn one_line_escapes_control_characters_only() {
+        assert_eq!(
+            one_line("unknown field `a\nb\u{1b}`, é"),
+            "unknown field `a\\nb\\u{1b}`, é"
+        );
+    }
 
     #[test]
     fn dates_are_utc_calendar_dates() {

@@ -23,6 +23,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::SystemTime;
 
 use serde::{Deserialize, Serialize};
+use xrunbench_schema::doc::one_line;
 use xrunbench_schema::trial::KnobRecord;
 
 use crate::fingerprint::boot_id;
@@ -477,11 +478,14 @@ pub fn vetted_writes(doc: &JournalDoc, roots: &KnobRoots) -> Result<Vec<KnobWrit
 
 /// Parses a journal's text (schema checked); the error is one line.
 pub fn parse_journal(text: &str) -> Result<JournalDoc, String> {
-    let doc: JournalDoc = serde_json::from_str(text).map_err(|e| format!("not a journal ({e})"))?;
+    // The journal's own strings (a field's name, the schema) are quoted in
+    // these errors: escaped, so that each stays one line.
+    let doc: JournalDoc = serde_json::from_str(text)
+        .map_err(|e| format!("not a journal ({})", one_line(&e.to_string())))?;
     if doc.schema != JOURNAL_SCHEMA {
         return Err(format!(
             "schema `{}`, expected `{JOURNAL_SCHEMA}`",
-            doc.schema
+            one_line(&doc.schema)
         ));
     }
     Ok(doc)

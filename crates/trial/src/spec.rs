@@ -132,7 +132,9 @@ pub fn load_many(sources: &[std::path::PathBuf]) -> Result<Vec<TrialSpec>, SpecE
 
 /// serde_json's message without its ` at line L column C` tail.
 fn without_position(e: &serde_json::Error) -> String {
-    let s = e.to_string();
+    // The spec's own strings quoted in it (an unknown field's name) are
+    // escaped, so that the error stays one line.
+    let s = xrunbench_schema::doc::one_line(&e.to_string());
     match s.rfind(" at line ") {
         Some(i) => s[..i].to_string(),
         None => s,

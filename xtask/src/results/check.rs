@@ -7,6 +7,7 @@ use std::path::Path;
 
 use serde::de::DeserializeOwned;
 use serde_json::Value;
+use xrunbench_schema::doc::one_line;
 use xrunbench_schema::hackbench::HACKBENCH_SCHEMA;
 use xrunbench_schema::player::{PlayerReport, PLAYER_SCHEMA};
 use xrunbench_schema::trial::TrialRecord;
@@ -56,23 +57,6 @@ pub fn parse_doc<T: DeserializeOwned>(
             one_line(&e.to_string())
         ))
     })
-}
-
-/// `msg` on one line: serde quotes the file's own strings (an unknown
-/// variant, say), and a newline in them would break the one-line error
-/// (found by the trial_record fuzz target). Control characters are
-/// escaped as Rust writes them (`\n`).
-fn one_line(msg: &str) -> String {
-    msg.chars()
-        .flat_map(|c| {
-            let escaped: Vec<char> = if c.is_control() {
-                c.escape_default().collect()
-            } else {
-                vec![c]
-            };
-            escaped
-        })
-        .collect()
 }
 
 /// A trial file's text as the reader checks it: a `xrunbench.trial/1`
