@@ -1,7 +1,8 @@
 //! xtask's modules as a library for the fuzz targets. xtask is a binary
 //! crate; its modules are compiled here again, at this crate's root (so
 //! their `crate::` paths resolve as they do in xtask), from the same files.
-//! Keep the list equal to xtask/src/main.rs's.
+//! The list is xtask/src/main.rs's (a unit test of xtask's fuzz module
+//! checks it, and its dependencies against xtask's).
 #![allow(dead_code, unused_imports, missing_docs, private_interfaces)]
 #![allow(clippy::all)]
 
@@ -17,6 +18,12 @@ pub mod compare;
 pub mod deps;
 #[path = "../../xtask/src/fuzz.rs"]
 pub mod fuzz;
+#[path = "../../xtask/src/gate/mod.rs"]
+pub mod gate;
+#[path = "../../xtask/src/junit/mod.rs"]
+pub mod junit;
+#[path = "../../xtask/src/lava/mod.rs"]
+pub mod lava;
 #[path = "../../xtask/src/plot/mod.rs"]
 pub mod plot;
 #[path = "../../xtask/src/results/mod.rs"]

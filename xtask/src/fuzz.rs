@@ -48,19 +48,23 @@ pub enum Target {
     Journal,
     /// xrun-hackbench's command line (glibc getopt rules).
     HackbenchCli,
+    /// `lava-results`' readers: a LAVA job log (its test cases and the
+    /// documents printed into it) and the server's results YAML.
+    LavaResults,
     /// xrun-player's command line (clap).
     PlayerCli,
 }
 
 impl Target {
     /// Every target, in the order `cargo xtask fuzz` runs them.
-    pub const ALL: [Target; 7] = [
+    pub const ALL: [Target; 8] = [
         Target::WavHeader,
         Target::Scenario,
         Target::TrialSpec,
         Target::TrialRecord,
         Target::Journal,
         Target::HackbenchCli,
+        Target::LavaResults,
         Target::PlayerCli,
     ];
 
@@ -73,6 +77,7 @@ impl Target {
             Target::TrialRecord => "trial_record",
             Target::Journal => "journal",
             Target::HackbenchCli => "hackbench_cli",
+            Target::LavaResults => "lava_results",
             Target::PlayerCli => "player_cli",
         }
     }
@@ -89,6 +94,7 @@ pub fn exercise(target: Target, data: &[u8]) {
         Target::TrialRecord => text(data, trial_record),
         Target::Journal => text(data, journal),
         Target::HackbenchCli => hackbench_cli(&args_of(data)),
+        Target::LavaResults => text(data, lava_results),
         // Exercised in fuzz/ and the player's tests (xtask never links it).
         Target::PlayerCli => {}
     }
@@ -186,6 +192,30 @@ fn journal(text: &str) {
             Err(e) => one_line(&e),
         },
         Err(e) => one_line(&e),
+    }
+}
+
+fn lava_results(text: &str) {
+    use crate::lava::results::{parse_log, parse_results_yaml, record};
+    let log = parse_log(text);
+    for b in &log.broken {
+        one_line(b);
+    }
+    for ((kind, name), bytes) in &log.docs {
+        if kind == "record" {
+            if let Err(e) = record(bytes, &format!("the record `{name}` in the log")) {
+                one_line(&format!("{e:#}"));
+            }
+        }
+    }
+    // The same text as the server's results export.
+    match parse_results_yaml(text) {
+        Ok(cases) => {
+            for c in cases {
+                assert!(!c.definition.is_empty() || !c.name.is_empty() || !c.result.is_empty());
+            }
+        }
+        Err(e) => one_line(&format!("{e:#}")),
     }
 }
 
@@ -389,6 +419,58 @@ mod tests {
             "no committed fuzz inputs under {}",
             fuzz_dir().display()
         );
+    }
+
+    /// `fuzz/` compiles xtask's modules again from the same files (xtask is
+    /// a binary): every module of xtask/src/main.rs must be listed in
+    /// fuzz/src/lib.rs, and every dependency of xtask must be one of
+    /// fuzz/'s, or the fuzz targets stop building unnoticed (the stable
+    /// suite never builds them). Every target has its binary and file.
+    #[test]
+    fn the_fuzz_crate_keeps_up_with_xtask() {
+        let root = crate::util::workspace_root();
+        let read = |p: &str| std::fs::read_to_string(root.join(p)).unwrap();
+        let main = read("xtask/src/main.rs");
+        let lib = read("fuzz/src/lib.rs");
+        for m in main
+            .lines()
+            .filter_map(|l| l.strip_prefix("mod ")?.strip_suffix(';'))
+        {
+            assert!(
+                lib.contains(&format!("pub mod {m};")),
+                "fuzz/src/lib.rs does not compile xtask's module `{m}`"
+            );
+        }
+        let deps = |toml_text: &str| -> Vec<String> {
+            let v: toml::Table = toml_text.parse().unwrap();
+            v["dependencies"]
+                .as_table()
+                .unwrap()
+                .keys()
+                .cloned()
+                .collect()
+        };
+        let fuzz_toml = read("fuzz/Cargo.toml");
+        let fuzz_deps = deps(&fuzz_toml);
+        for d in deps(&read("xtask/Cargo.toml")) {
+            assert!(
+                fuzz_deps.contains(&d),
+                "fuzz/Cargo.toml lacks xtask's dependency `{d}`"
+            );
+        }
+        for t in Target::ALL {
+            assert!(
+                fuzz_toml.contains(&format!("name = \"{}\"", t.name())),
+                "no [[bin]] for the fuzz target {}",
+                t.name()
+            );
+            assert!(
+                root.join(format!("fuzz/fuzz_targets/{}.rs", t.name()))
+                    .is_file(),
+                "no fuzz/fuzz_targets/{}.rs",
+                t.name()
+            );
+        }
     }
 
     #[test]

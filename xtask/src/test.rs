@@ -58,8 +58,9 @@ const LINT_FEATURE_SETS: [(&str, Option<&str>); 2] = [
     ("all player features", Some(PLAYER_FEATURES)),
 ];
 
-/// `cargo fmt --check` and clippy `-D warnings` in every feature set; all
-/// run, so that one failure does not hide another.
+/// `cargo fmt --check`, clippy `-D warnings` in every feature set, and
+/// the fuzz targets compiled; all run, so that one failure does not hide
+/// another.
 fn lint_steps() -> Result<()> {
     let mut steps: Vec<(String, std::process::Command)> = Vec::new();
     let mut fmt = cargo();
@@ -74,6 +75,13 @@ fn lint_steps() -> Result<()> {
         clippy.args(["--", "-D", "warnings"]);
         steps.push((format!("clippy, {label}"), clippy));
     }
+    // The fuzz targets are not in the workspace (libFuzzer wants nightly's
+    // flags to run), so nothing else here would notice that they stopped
+    // compiling; they compile on stable.
+    let mut fuzz = cargo();
+    fuzz.args(["check", "--bins", "--manifest-path"])
+        .arg(crate::fuzz::fuzz_dir().join("Cargo.toml"));
+    steps.push(("the fuzz targets compile (fuzz/)".into(), fuzz));
     let mut failed = Vec::new();
     for (label, mut cmd) in steps {
         eprintln!("xtask lint: {label}");

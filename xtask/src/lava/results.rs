@@ -24,7 +24,7 @@ use std::process::ExitCode;
 use anyhow::{bail, Context, Result};
 use serde_norway::Value;
 use xrunbench_schema::gate::parse_measurement_case;
-use xrunbench_schema::trial::{TrialRecord, TRIAL_SCHEMA};
+use xrunbench_schema::trial::TrialRecord;
 
 use super::definition::{DOC_END_LINE, DOC_LINE};
 use crate::results::{default_results_root, Outcome, RunDir, RunManifest, RunWriter, RUN_SCHEMA};
@@ -233,13 +233,12 @@ fn records_of(log: &JobLog) -> Result<Vec<TrialRecord>> {
     Ok(out)
 }
 
-fn record(bytes: &[u8], what: &str) -> Result<TrialRecord> {
-    let r: TrialRecord =
-        serde_json::from_slice(bytes).with_context(|| format!("{what}: not a trial record"))?;
-    if r.schema != TRIAL_SCHEMA {
-        bail!("{what}: schema `{}`, expected `{TRIAL_SCHEMA}`", r.schema);
-    }
-    Ok(r)
+/// A trial record brought back from the board, checked as the results
+/// reader checks every trial file (schema, and every number a table
+/// reads); `what` names it in the error.
+pub fn record(bytes: &[u8], what: &str) -> Result<TrialRecord> {
+    let text = std::str::from_utf8(bytes).with_context(|| format!("{what}: not UTF-8 text"))?;
+    crate::results::check_record_text(Path::new(what), text).map_err(|e| anyhow::anyhow!("{e}"))
 }
 
 /// Every `*.json` of `dir` as a trial record.
