@@ -277,6 +277,45 @@ fn the_one_underrun_behind<'r>(
     hogged[0]
 }
 
+/// A trial of `spec` (in `work`) started with `cmd`, with the FIFO hog on
+/// CPU 1 for 300 ms a second after its player started, run to its end.
+struct HoggedTrial {
+    record: Value,
+    stderr: String,
+    trial_pid: u32,
+    player_pid: u32,
+    hog_pid: u32,
+    /// CLOCK_MONOTONIC just before the hog started, ns.
+    hog_at_ns: u64,
+    hog_took: Duration,
+}
+
+fn hogged_trial(cmd: &mut Command, spec: &Value, work: &Path) -> HoggedTrial {
+    let child = start_trial(cmd, spec);
+    let trial_pid = child.id();
+    let needle = work.to_str().unwrap().to_string();
+    assert!(
+        wait_for(30, || player_running(&needle)),
+        "the player never started"
+    );
+    let player_pid = player_pid(&needle).expect("the player runs");
+    std::thread::sleep(Duration::from_millis(1000));
+    let hog_at_ns = mono_now_ns();
+    let (hog_pid, hog_took) = hog_cpu1(&work.join("hog.pid"));
+    let out = finish(child);
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(out.status.success(), "{stderr}");
+    HoggedTrial {
+        record: record_of(&out),
+        stderr,
+        trial_pid,
+        player_pid,
+        hog_pid,
+        hog_at_ns,
+        hog_took,
+    }
+}
+
 #[test]
 fn a_fifo_hog_is_one_underrun_that_names_it_and_one_spike_of_its_length() {
     if !can_run() {
@@ -287,22 +326,15 @@ fn a_fifo_hog_is_one_underrun_that_names_it_and_one_spike_of_its_length() {
     // The monitor at FIFO 80: above the player (so it runs first when the
     // hog ends), below the hog (so the hog holds it off too).
     let monitor = json!({ "cpus": "1", "priority": 80, "threshold_us": 1000, "trace": true });
-    let child = start_trial(&mut xrun_trial(), &spec(work.path(), 3, monitor));
-    let trial_pid = child.id();
-    let needle = work.path().to_str().unwrap().to_string();
-    assert!(
-        wait_for(30, || player_running(&needle)),
-        "the player never started"
+    let t = hogged_trial(
+        &mut xrun_trial(),
+        &spec(work.path(), 3, monitor),
+        work.path(),
     );
-    std::thread::sleep(Duration::from_millis(1000));
-    let (hog_pid, hog_took) = hog_cpu1(&work.path().join("hog.pid"));
-    let out = finish(child);
-    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
-    assert!(out.status.success(), "{stderr}");
-    let r = record_of(&out);
+    let (r, hog_pid, hog_took) = (&t.record, t.hog_pid, t.hog_took);
     let m = &r["monitor"];
     let events = r["player"]["events"].as_array().unwrap();
-    let hogged = the_one_underrun_behind(&r, hog_pid, &stderr, |_| true);
+    let hogged = the_one_underrun_behind(r, hog_pid, &t.stderr, |_| true);
     // The spike on CPU 1: about the hog's length, ending when the player
     // noticed the underrun (the monitor runs first, then the player).
     let event = &events[hogged["event"].as_u64().unwrap() as usize];
@@ -325,7 +357,7 @@ fn a_fifo_hog_is_one_underrun_that_names_it_and_one_spike_of_its_length() {
     // The spike's own account names the hog too.
     let sa = &spike["account"];
     assert_eq!(sa["tasks"][0]["pid"], hog_pid, "{sa:#}");
-    assert!(!instance_of(trial_pid), "instance removed");
+    assert!(!instance_of(t.trial_pid), "instance removed");
 }
 
 /// The cpal sink feeds the device from its host's callback thread, not
@@ -352,41 +384,31 @@ fn a_fifo_hog_is_one_cpal_callback_gap_that_names_it() {
                              "priority": "fifo:10", "buffer_time_us": 20000 });
     let mut cmd = xrun_trial();
     server.configure(&mut cmd);
-    let child = start_trial(&mut cmd, &spec);
-    let needle = work.path().to_str().unwrap().to_string();
-    assert!(
-        wait_for(30, || player_running(&needle)),
-        "the player never started"
-    );
-    let player_pid = player_pid(&needle).expect("the player runs");
-    std::thread::sleep(Duration::from_millis(1000));
-    let hog_at = mono_now_ns();
-    let (hog_pid, hog_took) = hog_cpu1(&work.path().join("hog.pid"));
-    let out = finish(child);
-    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
-    assert!(out.status.success(), "{stderr}");
-    let r = record_of(&out);
-    let player = &r["player"];
+    let t = hogged_trial(&mut cmd, &spec, work.path());
+    let player = &t.record["player"];
     assert!(player["started_mono_ns"].as_u64().is_some(), "{player:#}");
     let feeder = player["process"]["feeder_tid"]
         .as_u64()
         .expect("feeder_tid");
     assert_ne!(
         feeder,
-        u64::from(player_pid),
+        u64::from(t.player_pid),
         "the callback thread fed the device, not the main thread"
     );
     // JACK's xrun callback is server-wide and may add gap-less events
     // beside the gap: the callback gap is the one counted.
-    let hogged = the_one_underrun_behind(&r, hog_pid, &stderr, |e| e["source"] == "callback_gap");
+    let hogged = the_one_underrun_behind(&t.record, t.hog_pid, &t.stderr, |e| {
+        e["source"] == "callback_gap"
+    });
     // On CLOCK_MONOTONIC, the device ran dry while the hog ran (the event
     // is timed on JACK's clock, put there by the callback that saw it).
     let event = &player["events"][hogged["event"].as_u64().unwrap() as usize];
     let started = player["started_mono_ns"].as_u64().unwrap();
-    let dry_s = (started as f64 + f(&event["at_s"]) * 1e9 - hog_at as f64) / 1e9;
+    let dry_s = (started as f64 + f(&event["at_s"]) * 1e9 - t.hog_at_ns as f64) / 1e9;
     assert!(
-        dry_s > 0.0 && dry_s < hog_took.as_secs_f64(),
-        "ran dry {dry_s:.4} s after the hog began (it took {hog_took:?})"
+        dry_s > 0.0 && dry_s < t.hog_took.as_secs_f64(),
+        "ran dry {dry_s:.4} s after the hog began (it took {:?})",
+        t.hog_took
     );
     eprintln!(
         "cpal jack: dry {:.1} ms into the hog; {}",
