@@ -1,7 +1,8 @@
 //! `cargo xtask soak --minutes N`: one long xrun-player run on the virtual
 //! sink, under continuous xrun-hackbench load, with writer stalls injected
 //! at known, seeded random moments (`--selftest-stall`). Every 10 s it
-//! samples the player's RSS, open file descriptors and threads; at the end
+//! samples the player's RSS, open file descriptors and threads (and the
+//! time the hypervisor took from this machine's CPUs: steal); at the end
 //! it checks that the underruns reported are exactly the stalls injected:
 //! one per stall, each gap within 1 ms of (stall − audio queued when it
 //! began), and no other event. It prints the samples and a verdict (exit 0
@@ -49,6 +50,21 @@ struct Sample {
     rss_kib: u64,
     fds: usize,
     threads: u64,
+    /// Steal time of all CPUs since the soak began, ms (/proc/stat: what
+    /// a hypervisor ran instead of this machine; 0 on bare metal).
+    steal_ms: f64,
+}
+
+/// Steal time of all CPUs since boot, ms (`cpu` line of /proc/stat, field
+/// 8, in USER_HZ ticks of 10 ms).
+fn steal_ms() -> f64 {
+    std::fs::read_to_string("/proc/stat")
+        .ok()
+        .and_then(|t| {
+            let line = t.lines().find(|l| l.starts_with("cpu "))?;
+            line.split_whitespace().nth(8)?.parse::<f64>().ok()
+        })
+        .map_or(0.0, |ticks| ticks * 10.0)
 }
 
 /// splitmix64: the stall schedule from a seed, stable across versions.
@@ -80,7 +96,7 @@ fn schedule(seed: u64, seconds: f64) -> Vec<(f64, f64)> {
 }
 
 /// The player's RSS (KiB), open fds and threads, if it still runs.
-fn sample(pid: u32, t_s: f64) -> Option<Sample> {
+fn sample(pid: u32, t_s: f64, steal_base: f64) -> Option<Sample> {
     let proc_dir = PathBuf::from(format!("/proc/{pid}"));
     let status = std::fs::read_to_string(proc_dir.join("status")).ok()?;
     let field = |name: &str| {
@@ -96,6 +112,7 @@ fn sample(pid: u32, t_s: f64) -> Option<Sample> {
         rss_kib: field("VmRSS:")?,
         fds,
         threads: field("Threads:")?,
+        steal_ms: steal_ms() - steal_base,
     })
 }
 
@@ -117,6 +134,8 @@ struct Matching {
     found: usize,
     missed: Vec<String>,
     false_events: Vec<String>,
+    /// When each false event began (s since the player started).
+    false_at: Vec<f64>,
     worst_error_ms: f64,
 }
 
@@ -168,6 +187,7 @@ fn match_events(report: &PlayerReport) -> Matching {
                 "underrun at {:.3} s, gap {:.3} ms, no stall",
                 e.at_s, e.gap_ms
             ));
+            m.false_at.push(e.at_s);
         }
     }
     m
@@ -271,15 +291,21 @@ pub fn run(args: &SoakArgs) -> Result<ExitCode> {
 /// Samples the player every [`SAMPLE_EVERY`] until it exits, printing each.
 fn watch(player: &mut Child) -> Result<Vec<Sample>> {
     let began = Instant::now();
-    let mut samples = Vec::new();
+    let steal_base = steal_ms();
+    let mut samples: Vec<Sample> = Vec::new();
     let mut next = Duration::from_secs(1);
-    println!("     t s   rss KiB   fds  threads");
+    println!("     t s   rss KiB   fds  threads  steal ms");
     while player.try_wait()?.is_none() {
         if began.elapsed() >= next {
-            if let Some(s) = sample(player.id(), began.elapsed().as_secs_f64()) {
+            if let Some(s) = sample(player.id(), began.elapsed().as_secs_f64(), steal_base) {
+                let before = samples.last().map_or(0.0, |p| p.steal_ms);
                 println!(
-                    "{:>8.0} {:>9} {:>5} {:>8}",
-                    s.t_s, s.rss_kib, s.fds, s.threads
+                    "{:>8.0} {:>9} {:>5} {:>8} {:>9.0}",
+                    s.t_s,
+                    s.rss_kib,
+                    s.fds,
+                    s.threads,
+                    s.steal_ms - before
                 );
                 samples.push(s);
             }
@@ -332,6 +358,25 @@ fn verdict(samples: &[Sample], report: &PlayerReport, planned: usize) -> ExitCod
     );
     for l in m.missed.iter().chain(&m.false_events).take(20) {
         println!("  {l}");
+    }
+    println!(
+        "steal (time the hypervisor took from this machine's CPUs): {:.0} ms in all",
+        last.steal_ms
+    );
+    // An underrun nobody injected, in a window where the hypervisor took
+    // CPU time: said beside it (it is still counted as false).
+    for at in &m.false_at {
+        if let Some(w) = samples
+            .windows(2)
+            .find(|w| w[0].t_s <= *at && *at < w[1].t_s)
+        {
+            println!(
+                "  the false event at {at:.3} s: {:.0} ms of steal between {:.0} s and {:.0} s",
+                w[1].steal_ms - w[0].steal_ms,
+                w[0].t_s,
+                w[1].t_s
+            );
+        }
     }
     let ok = rss_flat
         && fds_flat
