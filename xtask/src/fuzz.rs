@@ -196,14 +196,14 @@ fn journal(text: &str) {
 }
 
 fn lava_results(text: &str) {
-    use crate::lava::results::{parse_log, parse_results_yaml, record};
+    use crate::lava::results::{log_record, parse_log, parse_results_yaml};
     let log = parse_log(text);
     for b in &log.broken {
         one_line(b);
     }
     for ((kind, name), bytes) in &log.docs {
         if kind == "record" {
-            if let Err(e) = record(bytes, &format!("the record `{name}` in the log")) {
+            if let Err(e) = log_record(name, bytes) {
                 one_line(&format!("{e:#}"));
             }
         }

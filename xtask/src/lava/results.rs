@@ -20,6 +20,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use xrunbench_schema::doc::one_line;
 
 use anyhow::{bail, Context, Result};
 use serde_norway::Value;
@@ -227,18 +228,27 @@ fn records_of(log: &JobLog) -> Result<Vec<TrialRecord>> {
         if kind != "record" {
             continue;
         }
-        out.push(record(bytes, &format!("the record `{name}` in the log"))?);
+        out.push(log_record(name, bytes)?);
     }
     out.sort_by_key(|r| r.trial.seq);
     Ok(out)
 }
 
+/// The trial record the log carries as `name`: checked as the file
+/// `trials/<name>.json` would be, since that is where `lava-results`
+/// writes it.
+pub fn log_record(name: &str, bytes: &[u8]) -> Result<TrialRecord> {
+    record(bytes, Path::new(&format!("{name}.json")))
+        .with_context(|| format!("the record `{}` in the log", one_line(name)))
+}
+
 /// A trial record brought back from the board, checked as the results
-/// reader checks every trial file (schema, and every number a table
-/// reads); `what` names it in the error.
-pub fn record(bytes: &[u8], what: &str) -> Result<TrialRecord> {
-    let text = std::str::from_utf8(bytes).with_context(|| format!("{what}: not UTF-8 text"))?;
-    crate::results::check_record_text(Path::new(what), text).map_err(|e| anyhow::anyhow!("{e}"))
+/// reader checks the trial file `path` (schema, its name against the
+/// trial it holds, and every number a table reads).
+pub fn record(bytes: &[u8], path: &Path) -> Result<TrialRecord> {
+    let text = std::str::from_utf8(bytes)
+        .with_context(|| format!("{}: not UTF-8 text", path.display()))?;
+    crate::results::check_record_text(path, text).map_err(|e| anyhow::anyhow!("{e}"))
 }
 
 /// Every `*.json` of `dir` as a trial record.
@@ -252,7 +262,7 @@ fn read_records_dir(dir: &Path) -> Result<Vec<TrialRecord>> {
     let mut out = Vec::new();
     for p in paths {
         let bytes = std::fs::read(&p).with_context(|| format!("{}: cannot read", p.display()))?;
-        out.push(record(&bytes, &p.display().to_string())?);
+        out.push(record(&bytes, &p)?);
     }
     out.sort_by_key(|r| r.trial.seq);
     Ok(out)
@@ -488,6 +498,20 @@ mod tests {
         assert_eq!(
             l.broken,
             ["the record `b-1` was cut off (no `xrunbench-doc-end` line)"]
+        );
+    }
+
+    #[test]
+    fn a_log_record_is_checked_as_the_trial_file_it_becomes() {
+        use crate::results::testing;
+        let text = serde_json::to_string(&testing::trial("nice", 1, |_| {})).unwrap();
+        let r = log_record("nice-1", text.as_bytes()).unwrap();
+        assert_eq!((r.trial.config.as_str(), r.trial.k), ("nice", 1));
+        // A record under another trial's name is refused, naming both.
+        let e = format!("{:#}", log_record("nice-2", text.as_bytes()).unwrap_err());
+        assert!(
+            e.starts_with("the record `nice-2` in the log: nice-2.json: holds trial `nice-1`"),
+            "{e}"
         );
     }
 
