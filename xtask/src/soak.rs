@@ -5,14 +5,19 @@
 //! time the hypervisor took from this machine's CPUs: steal); at the end
 //! it checks that the underruns reported are exactly the stalls injected:
 //! one per stall, each gap within 1 ms of (stall − audio queued when it
-//! began), and no other event. It prints the samples and a verdict (exit 0
-//! when RSS and fds stayed flat, every stall was found and nothing else).
+//! began), and no other event — except where the latency monitor beside
+//! it (FIFO 99 on every CPU) shows the machine itself was away for exactly
+//! the gap: a hypervisor can take a VM's CPU, and then the sink really
+//! runs dry. It prints the samples and a verdict (exit 0 when RSS and fds
+//! stayed flat, every stall was found and nothing else happened that the
+//! machine does not explain).
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitCode, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
+use xrunbench_schema::monitor::MonitorReport;
 use xrunbench_schema::player::PlayerReport;
 use xrunbench_schema::trial::ToneSpec;
 use xrunbench_schema::SampleFormat;
@@ -128,20 +133,81 @@ fn spawn(bin: &Path, args: &[String], log: &Path) -> Result<Child> {
         .with_context(|| format!("starting {}", bin.display()))
 }
 
+/// A moment the machine itself was not ours: a FIFO-99 thread of the
+/// latency monitor (`xrun-trial monitor`) due at `due_s` ran only at
+/// `ran_s` (seconds since the player started). Nothing of ours at a lower
+/// priority — the player's writer is FIFO 80 — could run meanwhile on
+/// that CPU: the hypervisor had it, or the kernel with preemption off.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Pause {
+    cpu: usize,
+    due_s: f64,
+    ran_s: f64,
+}
+
+impl Pause {
+    fn ms(&self) -> f64 {
+        (self.ran_s - self.due_s) * 1e3
+    }
+}
+
+/// The monitor's spikes as pauses on the player's timeline.
+fn pauses_of(monitor: &MonitorReport, start_mono_ns: u64) -> Vec<Pause> {
+    monitor
+        .spikes
+        .iter()
+        .map(|s| Pause {
+            cpu: s.cpu,
+            due_s: s.at_s_since(start_mono_ns),
+            ran_s: s.ran_s_since(start_mono_ns),
+        })
+        .collect()
+}
+
+/// The monitor's wake-up interval, and how late one of its wake-ups must
+/// be to be kept (µs).
+const MONITOR_INTERVAL_US: u32 = 1000;
+const MONITOR_THRESHOLD_US: u32 = 1000;
+/// How close a pause's end must be to the moment the writer fed the sink
+/// again for the pause to be the cause, ms: the writer is the next thing
+/// to run on that CPU after the monitor's FIFO-99 thread, and the monitor
+/// is due every 1 ms.
+const PAUSE_END_TOLERANCE_MS: f64 = 2.0;
+
+/// The pause that explains an underrun nobody injected, if any: it began
+/// before the sink ran dry (`at_s`) and ended when the writer fed it again
+/// (`at_s + gap`, within [`PAUSE_END_TOLERANCE_MS`]) — the writer could
+/// not run for exactly as long as the machine was away.
+fn explaining_pause(pauses: &[Pause], at_s: f64, gap_ms: f64) -> Option<Pause> {
+    let fed_s = at_s + gap_ms / 1e3;
+    pauses
+        .iter()
+        .find(|p| p.due_s <= at_s && (p.ran_s - fed_s).abs() * 1e3 <= PAUSE_END_TOLERANCE_MS)
+        .copied()
+}
+
 /// How the stalls and the events matched.
 #[derive(Debug, Default)]
 struct Matching {
     found: usize,
+    /// Stalls found by an underrun that began earlier, in a machine pause
+    /// the writer came back from only to stall: one line each.
+    found_after_pause: Vec<String>,
     missed: Vec<String>,
+    /// Underruns nobody injected and no pause of the machine explains.
     false_events: Vec<String>,
-    /// When each false event began (s since the player started).
+    /// When each of them began (s since the player started).
     false_at: Vec<f64>,
+    /// Underruns nobody injected that a pause of the machine explains.
+    machine_events: Vec<String>,
     worst_error_ms: f64,
 }
 
-/// Pairs each stall with the events that began during it; everything else
-/// is a false event.
-fn match_events(report: &PlayerReport) -> Matching {
+/// Pairs each stall with the events that began during it, or with one
+/// that began in a machine pause the writer came back from only to stall
+/// (its gap then is the pause's rest plus the stall); an event no stall
+/// explains is the machine's when a pause explains it, else false.
+fn match_events(report: &PlayerReport, pauses: &[Pause]) -> Matching {
     let mut m = Matching::default();
     let mut used = vec![false; report.events.len()];
     for s in &report.selftest_stalls {
@@ -169,10 +235,16 @@ fn match_events(report: &PlayerReport) -> Matching {
                     ));
                 }
             }
-            [] => m.missed.push(format!(
-                "stall at {:.3} s ({:.3} ms): no underrun",
-                s.at_s, s.actual_ms
-            )),
+            [] => match found_after_pause(report, &used, pauses, s) {
+                Some((i, line)) => {
+                    used[i] = true;
+                    m.found_after_pause.push(line);
+                }
+                None => m.missed.push(format!(
+                    "stall at {:.3} s ({:.3} ms): no underrun",
+                    s.at_s, s.actual_ms
+                )),
+            },
             more => m.missed.push(format!(
                 "stall at {:.3} s ({:.3} ms): {} underruns",
                 s.at_s,
@@ -182,15 +254,66 @@ fn match_events(report: &PlayerReport) -> Matching {
         }
     }
     for (i, e) in report.events.iter().enumerate() {
-        if !used[i] {
-            m.false_events.push(format!(
-                "underrun at {:.3} s, gap {:.3} ms, no stall",
-                e.at_s, e.gap_ms
-            ));
-            m.false_at.push(e.at_s);
+        if used[i] {
+            continue;
+        }
+        match explaining_pause(pauses, e.at_s, e.gap_ms) {
+            Some(p) => m.machine_events.push(format!(
+                "underrun at {:.3} s, gap {:.3} ms: CPU {} was away {:.3} ms (FIFO 99 due at \
+                 {:.3} s ran at {:.3} s)",
+                e.at_s,
+                e.gap_ms,
+                p.cpu,
+                p.ms(),
+                p.due_s,
+                p.ran_s
+            )),
+            None => {
+                m.false_events.push(format!(
+                    "underrun at {:.3} s, gap {:.3} ms, no stall, no pause of the machine",
+                    e.at_s, e.gap_ms
+                ));
+                m.false_at.push(e.at_s);
+            }
         }
     }
     m
+}
+
+/// The underrun that found stall `s` although it began before it: the
+/// sink ran dry in a machine pause that lasted until the stall began (the
+/// writer came back and stalled at once), and its gap is the rest of the
+/// pause plus the stall, within [`GAP_TOLERANCE_MS`].
+fn found_after_pause(
+    report: &PlayerReport,
+    used: &[bool],
+    pauses: &[Pause],
+    s: &xrunbench_schema::player::SelftestStall,
+) -> Option<(usize, String)> {
+    let (i, e) = report
+        .events
+        .iter()
+        .enumerate()
+        .find(|(i, e)| !used[*i] && e.at_s < s.at_s && s.at_s <= e.at_s + e.gap_ms / 1e3)?;
+    let p = pauses
+        .iter()
+        .find(|p| p.due_s <= e.at_s && (p.ran_s - s.at_s).abs() * 1e3 <= PAUSE_END_TOLERANCE_MS)?;
+    let expected = (s.at_s - e.at_s) * 1e3 + s.actual_ms - s.queued_us.unwrap_or(0) as f64 / 1e3;
+    ((e.gap_ms - expected).abs() <= GAP_TOLERANCE_MS).then(|| {
+        (
+            i,
+            format!(
+                "stall at {:.3} s ({:.3} ms): one underrun from {:.3} s, gap {:.3} ms (expected \
+                 {expected:.3}): CPU {} was away {:.3} ms before it",
+                s.at_s,
+                s.actual_ms,
+                e.at_s,
+                e.gap_ms,
+                p.cpu,
+                p.ms()
+            ),
+        )
+    })
 }
 
 /// `cargo xtask soak`.
@@ -268,10 +391,13 @@ pub fn run(args: &SoakArgs) -> Result<ExitCode> {
     } else {
         None
     };
+    let monitor_json = scratch.path().join("monitor.json");
+    let mut monitor = spawn_monitor(&bins, seconds, &monitor_json, scratch.path())?;
     let player_log = scratch.path().join("player.log");
     let mut player = spawn(&bins.join("xrun-player"), &player_args, &player_log)?;
     let samples = watch(&mut player)?;
     let status = player.wait()?;
+    let monitor = finish_monitor(&mut monitor, &monitor_json, scratch.path());
     if let Some(l) = load.as_mut() {
         // SAFETY: kill(2) of our own child; hackbench reaps its workers.
         unsafe { libc::kill(l.id() as libc::pid_t, libc::SIGTERM) };
@@ -285,7 +411,61 @@ pub fn run(args: &SoakArgs) -> Result<ExitCode> {
         &std::fs::read_to_string(&json).context("reading the player's report")?,
     )
     .context("parsing the player's report")?;
-    Ok(verdict(&samples, &report, stalls.len()))
+    let pauses = monitor.and_then(|m| match report.started_mono_ns {
+        Some(start) => Ok(pauses_of(&m, start)),
+        None => Err("the player's report has no started_mono_ns".into()),
+    });
+    Ok(verdict(&samples, &report, stalls.len(), pauses))
+}
+
+/// Starts `xrun-trial monitor` on every CPU for the whole soak (and a
+/// little more: it must be measuring before the player starts and until
+/// it has stopped), its report to `json`.
+fn spawn_monitor(bins: &Path, seconds: f64, json: &Path, scratch: &Path) -> Result<Child> {
+    let out =
+        std::fs::File::create(json).with_context(|| format!("creating {}", json.display()))?;
+    let log = scratch.join("monitor.log");
+    let err = std::fs::File::create(&log).with_context(|| format!("creating {}", log.display()))?;
+    let bin = bins.join("xrun-trial");
+    let child = Command::new(&bin)
+        .args(["monitor", "--duration"])
+        .arg(format!("{:.0}", seconds.ceil() + MONITOR_SLACK_S))
+        .arg("--interval-us")
+        .arg(MONITOR_INTERVAL_US.to_string())
+        .arg("--threshold-us")
+        .arg(MONITOR_THRESHOLD_US.to_string())
+        .stdin(Stdio::null())
+        .stdout(out)
+        .stderr(err)
+        .spawn()
+        .with_context(|| format!("starting {}", bin.display()))?;
+    // Its threads lock memory and go FIFO 99 before the first wake-up.
+    std::thread::sleep(Duration::from_millis(500));
+    Ok(child)
+}
+
+/// Seconds the monitor measures beyond the player's duration.
+const MONITOR_SLACK_S: f64 = 5.0;
+
+/// The monitor's report once it has ended, or why there is none (said in
+/// the verdict: without it every underrun nobody injected is false).
+fn finish_monitor(
+    monitor: &mut Child,
+    json: &Path,
+    scratch: &Path,
+) -> std::result::Result<MonitorReport, String> {
+    let status = monitor
+        .wait()
+        .map_err(|e| format!("waiting for the monitor: {e}"))?;
+    if !status.success() {
+        let log = std::fs::read_to_string(scratch.join("monitor.log")).unwrap_or_default();
+        return Err(format!(
+            "xrun-trial monitor failed ({status}): {}",
+            log.trim()
+        ));
+    }
+    let text = std::fs::read_to_string(json).map_err(|e| format!("{}: {e}", json.display()))?;
+    serde_json::from_str(&text).map_err(|e| format!("{}: {e}", json.display()))
 }
 
 /// Samples the player every [`SAMPLE_EVERY`] until it exits, printing each.
@@ -317,8 +497,13 @@ fn watch(player: &mut Child) -> Result<Vec<Sample>> {
 }
 
 /// Prints the verdict; exit 0 when everything held.
-fn verdict(samples: &[Sample], report: &PlayerReport, planned: usize) -> ExitCode {
-    let m = match_events(report);
+fn verdict(
+    samples: &[Sample],
+    report: &PlayerReport,
+    planned: usize,
+    pauses: std::result::Result<Vec<Pause>, String>,
+) -> ExitCode {
+    let m = match_events(report, pauses.as_deref().unwrap_or(&[]));
     let (first, last) = match (samples.first(), samples.last()) {
         (Some(f), Some(l)) => (*f, *l),
         _ => {
@@ -349,22 +534,41 @@ fn verdict(samples: &[Sample], report: &PlayerReport, planned: usize) -> ExitCod
     );
     println!(
         "stalls: {planned} planned, {injected} injected, {} found (one underrun each, gap within \
-         {GAP_TOLERANCE_MS} ms; worst {:.3} ms), {} missed, {} false event(s); {} underruns in all",
+         {GAP_TOLERANCE_MS} ms; worst {:.3} ms), {} found after a pause of the machine, {} \
+         missed; {} underrun(s) the machine's, {} false event(s); {} underruns in all",
         m.found,
         m.worst_error_ms,
+        m.found_after_pause.len(),
         m.missed.len(),
+        m.machine_events.len(),
         m.false_events.len(),
         report.events.len()
     );
     for l in m.missed.iter().chain(&m.false_events).take(20) {
         println!("  {l}");
     }
+    match &pauses {
+        Ok(p) => {
+            let longest = p.iter().map(Pause::ms).fold(0.0, f64::max);
+            println!(
+                "pauses of the machine (a FIFO-99 monitor thread {MONITOR_THRESHOLD_US} us or more \
+                 late): {}, longest {longest:.3} ms",
+                p.len()
+            );
+            for l in m.found_after_pause.iter().chain(&m.machine_events).take(20) {
+                println!("  {l}");
+            }
+        }
+        Err(e) => println!(
+            "pauses of the machine: unknown ({e}): every underrun nobody injected counts as false"
+        ),
+    }
     println!(
         "steal (time the hypervisor took from this machine's CPUs): {:.0} ms in all",
         last.steal_ms
     );
-    // An underrun nobody injected, in a window where the hypervisor took
-    // CPU time: said beside it (it is still counted as false).
+    // A false event in a window where the hypervisor took CPU time: said
+    // beside it (it is still counted as false).
     for at in &m.false_at {
         if let Some(w) = samples
             .windows(2)
@@ -382,7 +586,7 @@ fn verdict(samples: &[Sample], report: &PlayerReport, planned: usize) -> ExitCod
         && fds_flat
         && threads_flat
         && injected == planned
-        && m.found == injected
+        && m.found + m.found_after_pause.len() == injected
         && m.false_events.is_empty();
     if ok {
         ExitCode::SUCCESS
@@ -409,16 +613,16 @@ mod tests {
             .all(|&(at, ms)| (2.0..598.0).contains(&at) && (40.0..=240.0).contains(&ms)));
     }
 
+    /// The player report of the golden trial record.
+    fn template_report() -> PlayerReport {
+        let record: serde_json::Value =
+            serde_json::from_str(include_str!("../tests/golden/trial-template.json")).unwrap();
+        serde_json::from_value(record["player"].clone()).unwrap()
+    }
+
     #[test]
     fn stalls_and_events_are_matched_by_time_and_gap() {
-        let mut r: PlayerReport = serde_json::from_value(
-            serde_json::from_str::<serde_json::Value>(include_str!(
-                "../tests/golden/trial-template.json"
-            ))
-            .unwrap()["player"]
-                .clone(),
-        )
-        .unwrap();
+        let mut r = template_report();
         let e = r.events[0].clone();
         r.events = vec![e.clone(), e.clone()];
         r.selftest_stalls = vec![xrunbench_schema::player::SelftestStall {
@@ -430,9 +634,64 @@ mod tests {
         r.events[0].at_s = 1.02;
         r.events[0].gap_ms = 80.4;
         r.events[1].at_s = 5.0;
-        let m = match_events(&r);
+        r.events[1].gap_ms = 12.0;
+        let m = match_events(&r, &[]);
         assert_eq!((m.found, m.missed.len(), m.false_events.len()), (1, 0, 1));
+        // A FIFO-99 thread held off from before the sink ran dry until the
+        // writer fed it again: the machine's, not false.
+        let away = |due_s: f64, ran_s: f64| Pause {
+            cpu: 1,
+            due_s,
+            ran_s,
+        };
+        let m = match_events(&r, &[away(4.99, 5.0125)]);
+        assert_eq!((m.machine_events.len(), m.false_events.len()), (1, 0));
+        // A pause that ended 5 ms before the gap did explains nothing.
+        let m = match_events(&r, &[away(4.99, 5.007)]);
+        assert_eq!((m.machine_events.len(), m.false_events.len()), (0, 1));
+        // Nor one that began after the sink ran dry.
+        let m = match_events(&r, &[away(5.001, 5.012)]);
+        assert_eq!(m.false_events.len(), 1);
         r.events[0].gap_ms = 82.0;
-        assert_eq!(match_events(&r).missed.len(), 1, "gap 2 ms off");
+        assert_eq!(match_events(&r, &[]).missed.len(), 1, "gap 2 ms off");
+    }
+
+    #[test]
+    fn a_stall_begun_in_a_pause_of_the_machine_is_found_with_it() {
+        let mut r = template_report();
+        // The sink ran dry at 9.993 s while CPU 1 was away; the writer came
+        // back at 10.000 s and stalled 235 ms at once: one underrun of
+        // 7 + 235 ms, which began before the stall.
+        r.events.truncate(1);
+        r.events[0].at_s = 9.993;
+        r.events[0].gap_ms = 242.2;
+        r.selftest_stalls = vec![xrunbench_schema::player::SelftestStall {
+            at_s: 10.0,
+            requested_ms: 235.0,
+            actual_ms: 235.0,
+            queued_us: Some(0),
+        }];
+        let pause = Pause {
+            cpu: 1,
+            due_s: 9.98,
+            ran_s: 10.0,
+        };
+        let m = match_events(&r, &[pause]);
+        assert_eq!(
+            (
+                m.found,
+                m.found_after_pause.len(),
+                m.missed.len(),
+                m.false_events.len()
+            ),
+            (0, 1, 0, 0)
+        );
+        // Without the pause: a missed stall and a false event.
+        let m = match_events(&r, &[]);
+        assert_eq!((m.missed.len(), m.false_events.len()), (1, 1));
+        // With it, but a gap that is not the pause's rest plus the stall.
+        r.events[0].gap_ms = 250.0;
+        let m = match_events(&r, &[pause]);
+        assert_eq!((m.missed.len(), m.false_events.len()), (1, 1));
     }
 }

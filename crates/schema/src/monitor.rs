@@ -155,6 +155,19 @@ pub struct LatencySpike {
     pub account: Option<GapAccount>,
 }
 
+impl LatencySpike {
+    /// `planned` as seconds since `start_mono_ns` (the player's
+    /// `started_mono_ns`: the underruns' `at_s` timeline).
+    pub fn at_s_since(&self, start_mono_ns: u64) -> f64 {
+        (self.planned_mono_ns as f64 - start_mono_ns as f64) / 1e9
+    }
+
+    /// When it ran: `at_s_since(start) + latency`.
+    pub fn ran_s_since(&self, start_mono_ns: u64) -> f64 {
+        self.at_s_since(start_mono_ns) + self.latency_us as f64 / 1e6
+    }
+}
+
 /// Whether the scheduler trace ran, and how completely.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]

@@ -747,7 +747,7 @@ fn player_start_mono(player: &PlayerReport) -> Option<u64> {
 /// started).
 fn place_spikes(report: &mut xrunbench_schema::monitor::MonitorReport, start: u64) {
     for s in &mut report.spikes {
-        s.at_s = Some((s.planned_mono_ns as f64 - start as f64) / 1e9);
+        s.at_s = Some(s.at_s_since(start));
     }
 }
 
