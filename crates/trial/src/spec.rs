@@ -7,6 +7,7 @@
 use std::path::Path;
 
 use serde::de::IgnoredAny;
+use xrunbench_schema::doc::one_line;
 use xrunbench_schema::monitor::MonitorSpec;
 use xrunbench_schema::trial::{AudioInput, KnobSpec, TrialSpec, TRIAL_SPEC_SCHEMA};
 
@@ -134,7 +135,7 @@ pub fn load_many(sources: &[std::path::PathBuf]) -> Result<Vec<TrialSpec>, SpecE
 fn without_position(e: &serde_json::Error) -> String {
     // The spec's own strings quoted in it (an unknown field's name) are
     // escaped, so that the error stays one line.
-    let s = xrunbench_schema::doc::one_line(&e.to_string());
+    let s = one_line(&e.to_string());
     match s.rfind(" at line ") {
         Some(i) => s[..i].to_string(),
         None => s,
@@ -258,7 +259,7 @@ pub fn validate(s: &TrialSpec) -> Result<(), String> {
     if s.schema != TRIAL_SPEC_SCHEMA {
         return Err(format!(
             "schema: `{}`, expected `{TRIAL_SPEC_SCHEMA}`",
-            s.schema
+            one_line(&s.schema)
         ));
     }
     for (field, name) in [
@@ -267,7 +268,8 @@ pub fn validate(s: &TrialSpec) -> Result<(), String> {
     ] {
         if !is_plain_name(name) {
             return Err(format!(
-                "{field}: `{name}` must be letters, digits, `.`, `_` or `-` (it names files)"
+                "{field}: `{}` must be letters, digits, `.`, `_` or `-` (it names files)",
+                one_line(name)
             ));
         }
     }
@@ -386,7 +388,10 @@ fn validate_monitor(m: &MonitorSpec) -> Result<(), String> {
 fn validate_knob(k: &KnobSpec) -> Result<(), String> {
     let value_ok = |v: &str| {
         if v.is_empty() || !is_one_line(v) {
-            Err(format!("value: `{v}` must be a non-empty single line"))
+            Err(format!(
+                "value: `{}` must be a non-empty single line",
+                one_line(v)
+            ))
         } else {
             Ok(())
         }
@@ -395,26 +400,30 @@ fn validate_knob(k: &KnobSpec) -> Result<(), String> {
         KnobSpec::Sysctl { name, value } => {
             if !is_sysctl_name(name) {
                 return Err(format!(
-                    "name: `{name}` is not a dotted sysctl name like kernel.sched_autogroup_enabled"
+                    "name: `{}` is not a dotted sysctl name like kernel.sched_autogroup_enabled",
+                    one_line(name)
                 ));
             }
             value_ok(value)
         }
         KnobSpec::SchedFeature { word } if is_feature_word(word) => Ok(()),
         KnobSpec::SchedFeature { word } => Err(format!(
-            "word: `{word}` is not a feature word like NEXT_BUDDY or NO_NEXT_BUDDY"
+            "word: `{}` is not a feature word like NEXT_BUDDY or NO_NEXT_BUDDY",
+            one_line(word)
         )),
         KnobSpec::SchedDebug { file, value } => {
             if file == "features" || !is_plain_name(file) {
                 return Err(format!(
-                    "file: `{file}` is not a file name under /sys/kernel/debug/sched/ (features: use sched_feature)"
+                    "file: `{}` is not a file name under /sys/kernel/debug/sched/ (features: use sched_feature)",
+                    one_line(file)
                 ));
             }
             value_ok(value)
         }
         KnobSpec::Governor { value } if is_plain_name(value) => Ok(()),
         KnobSpec::Governor { value } => Err(format!(
-            "value: `{value}` is not a governor name like performance"
+            "value: `{}` is not a governor name like performance",
+            one_line(value)
         )),
     }
 }
@@ -480,6 +489,49 @@ mod tests {
         assert!(e.starts_with("t.json: knobs[0].name: `../etc`"), "{e}");
         let t = MIN.replace("\"config\": \"a\"", "\"config\": \"../a\"");
         assert!(parse(&t, "x").unwrap_err().0.contains("trial.config"));
+    }
+
+    #[test]
+    fn a_string_of_the_spec_is_quoted_on_one_line_in_every_error() {
+        // Found by the trial_spec fuzz target: a schema holding a newline
+        // broke the error over two lines; every string validate() quotes
+        // is the spec's own, so each is escaped.
+        let knob =
+            |k: &str| MIN.replace("\"audio\"", &format!("\"knobs\": [{{ {k} }}], \"audio\""));
+        for (text, quoted) in [
+            (
+                MIN.replace("trial-spec/1", "trial-spec\\n/1"),
+                "schema: `xrunbench.trial-spec\\n/1`",
+            ),
+            (
+                MIN.replace("\"config\": \"a\"", "\"config\": \"a\\nb\""),
+                "trial.config: `a\\nb`",
+            ),
+            (
+                knob(r#""kind": "sysctl", "name": "kernel.x", "value": "1\n2""#),
+                "knobs[0].value: `1\\n2`",
+            ),
+            (
+                knob(r#""kind": "sysctl", "name": "kernel.\nx", "value": "1""#),
+                "knobs[0].name: `kernel.\\nx`",
+            ),
+            (
+                knob(r#""kind": "sched_feature", "word": "NEXT\nBUDDY""#),
+                "knobs[0].word: `NEXT\\nBUDDY`",
+            ),
+            (
+                knob(r#""kind": "sched_debug", "file": "a\nb", "value": "1""#),
+                "knobs[0].file: `a\\nb`",
+            ),
+            (
+                knob(r#""kind": "governor", "value": "a\nb""#),
+                "knobs[0].value: `a\\nb`",
+            ),
+        ] {
+            let e = parse(&text, "t.json").unwrap_err().0;
+            assert!(!e.contains('\n'), "{e:?}");
+            assert!(e.starts_with(&format!("t.json: {quoted}")), "{e}");
+        }
     }
 
     #[test]
