@@ -254,12 +254,19 @@ pub fn json_path_at(text: &str, offset: usize) -> String {
 }
 
 /// What serde cannot check: names that become paths, ranges, and the
-/// relations between fields. The error is `field: problem`.
+/// relations between fields. The error is `field: problem`, on one line:
+/// the strings of the spec it quotes are escaped here, once for every
+/// check.
 pub fn validate(s: &TrialSpec) -> Result<(), String> {
+    check(s).map_err(|m| one_line(&m))
+}
+
+/// [`validate`]'s checks, quoting the spec's strings as they are.
+fn check(s: &TrialSpec) -> Result<(), String> {
     if s.schema != TRIAL_SPEC_SCHEMA {
         return Err(format!(
             "schema: `{}`, expected `{TRIAL_SPEC_SCHEMA}`",
-            one_line(&s.schema)
+            s.schema
         ));
     }
     for (field, name) in [
@@ -268,8 +275,7 @@ pub fn validate(s: &TrialSpec) -> Result<(), String> {
     ] {
         if !is_plain_name(name) {
             return Err(format!(
-                "{field}: `{}` must be letters, digits, `.`, `_` or `-` (it names files)",
-                one_line(name)
+                "{field}: `{name}` must be letters, digits, `.`, `_` or `-` (it names files)"
             ));
         }
     }
@@ -388,10 +394,7 @@ fn validate_monitor(m: &MonitorSpec) -> Result<(), String> {
 fn validate_knob(k: &KnobSpec) -> Result<(), String> {
     let value_ok = |v: &str| {
         if v.is_empty() || !is_one_line(v) {
-            Err(format!(
-                "value: `{}` must be a non-empty single line",
-                one_line(v)
-            ))
+            Err(format!("value: `{v}` must be a non-empty single line"))
         } else {
             Ok(())
         }
@@ -400,30 +403,26 @@ fn validate_knob(k: &KnobSpec) -> Result<(), String> {
         KnobSpec::Sysctl { name, value } => {
             if !is_sysctl_name(name) {
                 return Err(format!(
-                    "name: `{}` is not a dotted sysctl name like kernel.sched_autogroup_enabled",
-                    one_line(name)
+                    "name: `{name}` is not a dotted sysctl name like kernel.sched_autogroup_enabled"
                 ));
             }
             value_ok(value)
         }
         KnobSpec::SchedFeature { word } if is_feature_word(word) => Ok(()),
         KnobSpec::SchedFeature { word } => Err(format!(
-            "word: `{}` is not a feature word like NEXT_BUDDY or NO_NEXT_BUDDY",
-            one_line(word)
+            "word: `{word}` is not a feature word like NEXT_BUDDY or NO_NEXT_BUDDY"
         )),
         KnobSpec::SchedDebug { file, value } => {
             if file == "features" || !is_plain_name(file) {
                 return Err(format!(
-                    "file: `{}` is not a file name under /sys/kernel/debug/sched/ (features: use sched_feature)",
-                    one_line(file)
+                    "file: `{file}` is not a file name under /sys/kernel/debug/sched/ (features: use sched_feature)"
                 ));
             }
             value_ok(value)
         }
         KnobSpec::Governor { value } if is_plain_name(value) => Ok(()),
         KnobSpec::Governor { value } => Err(format!(
-            "value: `{}` is not a governor name like performance",
-            one_line(value)
+            "value: `{value}` is not a governor name like performance"
         )),
     }
 }
@@ -494,8 +493,8 @@ mod tests {
     #[test]
     fn a_string_of_the_spec_is_quoted_on_one_line_in_every_error() {
         // Found by the trial_spec fuzz target: a schema holding a newline
-        // broke the error over two lines; every string validate() quotes
-        // is the spec's own, so each is escaped.
+        // broke the error over two lines; validate() escapes whatever
+        // string of the spec any of its checks quotes.
         let knob =
             |k: &str| MIN.replace("\"audio\"", &format!("\"knobs\": [{{ {k} }}], \"audio\""));
         for (text, quoted) in [
