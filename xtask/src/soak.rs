@@ -177,16 +177,23 @@ const MONITOR_THRESHOLD_US: u32 = 10_000;
 /// is due every 1 ms.
 const PAUSE_END_TOLERANCE_MS: f64 = 2.0;
 
-/// The pause that explains an underrun nobody injected, if any: it began
-/// before the sink ran dry (`at_s`) and ended when the writer fed it again
-/// (`at_s + gap`, within [`PAUSE_END_TOLERANCE_MS`]) — the writer could
-/// not run for exactly as long as the machine was away.
-fn explaining_pause(pauses: &[Pause], at_s: f64, gap_ms: f64) -> Option<Pause> {
-    let fed_s = at_s + gap_ms / 1e3;
+/// The pause during which the sink ran dry (at `dry_s`) and which ended
+/// when the writer ran again (`back_s`, within [`PAUSE_END_TOLERANCE_MS`]):
+/// the writer could not run for as long as the machine was away. For an
+/// underrun nobody injected the writer came back to feed the sink (at the
+/// gap's end); for one that found a stall late, to begin the stall.
+fn pause_between(pauses: &[Pause], dry_s: f64, back_s: f64) -> Option<Pause> {
     pauses
         .iter()
-        .find(|p| p.due_s <= at_s && (p.ran_s - fed_s).abs() * 1e3 <= PAUSE_END_TOLERANCE_MS)
+        .find(|p| p.due_s <= dry_s && (p.ran_s - back_s).abs() * 1e3 <= PAUSE_END_TOLERANCE_MS)
         .copied()
+}
+
+/// An underrun of the player's report nobody injected.
+#[derive(Debug, Clone, Copy)]
+struct Unexplained {
+    at_s: f64,
+    gap_ms: f64,
 }
 
 /// How the stalls and the events matched.
@@ -198,9 +205,7 @@ struct Matching {
     found_after_pause: Vec<String>,
     missed: Vec<String>,
     /// Underruns nobody injected and no pause of the machine explains.
-    false_events: Vec<String>,
-    /// When each of them began (s since the player started).
-    false_at: Vec<f64>,
+    false_events: Vec<Unexplained>,
     /// Underruns nobody injected that a pause of the machine explains.
     machine_events: Vec<String>,
     worst_error_ms: f64,
@@ -260,7 +265,7 @@ fn match_events(report: &PlayerReport, pauses: &[Pause]) -> Matching {
         if used[i] {
             continue;
         }
-        match explaining_pause(pauses, e.at_s, e.gap_ms) {
+        match pause_between(pauses, e.at_s, e.at_s + e.gap_ms / 1e3) {
             Some(p) => m.machine_events.push(format!(
                 "underrun at {:.3} s, gap {:.3} ms: CPU {} was away {:.3} ms (FIFO 99 due at \
                  {:.3} s ran at {:.3} s)",
@@ -271,13 +276,10 @@ fn match_events(report: &PlayerReport, pauses: &[Pause]) -> Matching {
                 p.due_s,
                 p.ran_s
             )),
-            None => {
-                m.false_events.push(format!(
-                    "underrun at {:.3} s, gap {:.3} ms, no stall, no pause of the machine",
-                    e.at_s, e.gap_ms
-                ));
-                m.false_at.push(e.at_s);
-            }
+            None => m.false_events.push(Unexplained {
+                at_s: e.at_s,
+                gap_ms: e.gap_ms,
+            }),
         }
     }
     m
@@ -298,9 +300,7 @@ fn found_after_pause(
         .iter()
         .enumerate()
         .find(|(i, e)| !used[*i] && e.at_s < s.at_s && s.at_s <= e.at_s + e.gap_ms / 1e3)?;
-    let p = pauses
-        .iter()
-        .find(|p| p.due_s <= e.at_s && (p.ran_s - s.at_s).abs() * 1e3 <= PAUSE_END_TOLERANCE_MS)?;
+    let p = pause_between(pauses, e.at_s, s.at_s)?;
     let expected = (s.at_s - e.at_s) * 1e3 + s.actual_ms - s.queued_us.unwrap_or(0) as f64 / 1e3;
     ((e.gap_ms - expected).abs() <= GAP_TOLERANCE_MS).then(|| {
         (
@@ -386,25 +386,33 @@ pub fn run(args: &SoakArgs) -> Result<ExitCode> {
             "--duration".into(),
             (seconds + 5.0).to_string(),
         ];
-        Some(spawn(
+        Some(Helper(Some(spawn(
             &bins.join("xrun-hackbench"),
             &load_args,
             &scratch.path().join("load.log"),
-        )?)
+        )?)))
     } else {
         None
     };
     let monitor_json = scratch.path().join("monitor.json");
-    let mut monitor = spawn_monitor(&bins, seconds, &monitor_json, scratch.path())?;
+    let mut monitor = Helper(Some(spawn_monitor(
+        &bins,
+        seconds,
+        &monitor_json,
+        scratch.path(),
+    )?));
     let player_log = scratch.path().join("player.log");
-    let mut player = spawn(&bins.join("xrun-player"), &player_args, &player_log)?;
-    let samples = watch(&mut player)?;
+    let mut player = Helper(Some(spawn(
+        &bins.join("xrun-player"),
+        &player_args,
+        &player_log,
+    )?));
+    let samples = watch(player.child())?;
     let status = player.wait()?;
-    let monitor = finish_monitor(&mut monitor, &monitor_json, scratch.path());
-    if let Some(l) = load.as_mut() {
-        // SAFETY: kill(2) of our own child; hackbench reaps its workers.
-        unsafe { libc::kill(l.id() as libc::pid_t, libc::SIGTERM) };
-        let _ = l.wait();
+    // The player has ended: the monitor stops (and prints its report) now.
+    let monitor = finish_monitor(monitor.stop(), &monitor_json, scratch.path());
+    if let Some(mut l) = load.take() {
+        let _ = l.stop();
     }
     if !status.success() {
         let log = std::fs::read_to_string(&player_log).unwrap_or_default();
@@ -430,9 +438,9 @@ pub fn run(args: &SoakArgs) -> Result<ExitCode> {
     Ok(verdict(&samples, &report, stalls.len(), pauses))
 }
 
-/// Starts `xrun-trial monitor` on every CPU for the whole soak (and a
-/// little more: it must be measuring before the player starts and until
-/// it has stopped), its report to `json`.
+/// Starts `xrun-trial monitor` on every CPU, its report to `json`. It is
+/// stopped when the player ends; its duration (the soak's, and a little
+/// more) only bounds it should xtask itself be killed.
 fn spawn_monitor(bins: &Path, seconds: f64, json: &Path, scratch: &Path) -> Result<Child> {
     let out =
         std::fs::File::create(json).with_context(|| format!("creating {}", json.display()))?;
@@ -459,17 +467,54 @@ fn spawn_monitor(bins: &Path, seconds: f64, json: &Path, scratch: &Path) -> Resu
 /// Seconds the monitor measures beyond the player's duration.
 const MONITOR_SLACK_S: f64 = 5.0;
 
-/// The monitor's report once it has ended, or why there is none (said in
-/// the verdict: without it every underrun nobody injected is false).
+/// A child of the soak (the player, the load, the monitor): stopped with
+/// SIGTERM and reaped however the soak ends, an error included.
+struct Helper(Option<Child>);
+
+impl Helper {
+    /// The child, while it has not been reaped.
+    fn child(&mut self) -> &mut Child {
+        self.0
+            .as_mut()
+            .expect("a helper is used only before it is reaped")
+    }
+
+    /// Waits for the child to end by itself.
+    fn wait(&mut self) -> std::io::Result<std::process::ExitStatus> {
+        let status = self.child().wait()?;
+        self.0 = None;
+        Ok(status)
+    }
+
+    /// SIGTERM, then reaps it (hackbench reaps its workers; the monitor
+    /// prints its report and exits 128 + 15).
+    fn stop(&mut self) -> std::io::Result<std::process::ExitStatus> {
+        let mut c = self.0.take().expect("a helper is stopped once");
+        // SAFETY: kill(2) of our own child, not yet reaped.
+        unsafe { libc::kill(c.id() as libc::pid_t, libc::SIGTERM) };
+        c.wait()
+    }
+}
+
+impl Drop for Helper {
+    fn drop(&mut self) {
+        if self.0.is_some() {
+            let _ = self.stop();
+        }
+    }
+}
+
+/// The monitor's report once it has been stopped, or why there is none
+/// (said in the verdict: without it every underrun nobody injected is
+/// false).
 fn finish_monitor(
-    monitor: &mut Child,
+    stopped: std::io::Result<std::process::ExitStatus>,
     json: &Path,
     scratch: &Path,
 ) -> std::result::Result<MonitorReport, String> {
-    let status = monitor
-        .wait()
-        .map_err(|e| format!("waiting for the monitor: {e}"))?;
-    if !status.success() {
+    let status = stopped.map_err(|e| format!("waiting for the monitor: {e}"))?;
+    // Stopped by our SIGTERM it exits 128 + 15, its report written.
+    if !status.success() && status.code() != Some(128 + libc::SIGTERM) {
         let log = std::fs::read_to_string(scratch.join("monitor.log")).unwrap_or_default();
         return Err(format!(
             "xrun-trial monitor failed ({status}): {}",
@@ -556,7 +601,13 @@ fn verdict(
         m.false_events.len(),
         report.events.len()
     );
-    for l in m.missed.iter().chain(&m.false_events).take(20) {
+    let false_lines = m.false_events.iter().map(|e| {
+        format!(
+            "underrun at {:.3} s, gap {:.3} ms, no stall, no pause of the machine",
+            e.at_s, e.gap_ms
+        )
+    });
+    for l in m.missed.iter().cloned().chain(false_lines).take(20) {
         println!("  {l}");
     }
     match &pauses {
@@ -580,12 +631,10 @@ fn verdict(
         last.steal_ms
     );
     // A false event in a window where the hypervisor took CPU time: said
-    // beside it (it is still counted as false).
-    for at in &m.false_at {
-        if let Some(w) = samples
-            .windows(2)
-            .find(|w| w[0].t_s <= *at && *at < w[1].t_s)
-        {
+    // beside it (it is still counted as false), for the same first 20
+    // listed above.
+    for at in m.false_events.iter().map(|e| e.at_s).take(20) {
+        if let Some(w) = samples.windows(2).find(|w| w[0].t_s <= at && at < w[1].t_s) {
             println!(
                 "  the false event at {at:.3} s: {:.0} ms of steal between {:.0} s and {:.0} s",
                 w[1].steal_ms - w[0].steal_ms,
