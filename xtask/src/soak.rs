@@ -17,7 +17,7 @@ use std::process::{Child, Command, ExitCode, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
-use xrunbench_schema::monitor::MonitorReport;
+use xrunbench_schema::monitor::{MachinePause as Pause, MonitorReport};
 use xrunbench_schema::player::PlayerReport;
 use xrunbench_schema::trial::ToneSpec;
 use xrunbench_schema::SampleFormat;
@@ -133,37 +133,6 @@ fn spawn(bin: &Path, args: &[String], log: &Path) -> Result<Child> {
         .with_context(|| format!("starting {}", bin.display()))
 }
 
-/// A moment the machine itself was not ours: a FIFO-99 thread of the
-/// latency monitor (`xrun-trial monitor`) due at `due_s` ran only at
-/// `ran_s` (seconds since the player started). Nothing of ours at a lower
-/// priority — the player's writer is FIFO 80 — could run meanwhile on
-/// that CPU: the hypervisor had it, or the kernel with preemption off.
-#[derive(Debug, Clone, Copy, PartialEq)]
-struct Pause {
-    cpu: usize,
-    due_s: f64,
-    ran_s: f64,
-}
-
-impl Pause {
-    fn ms(&self) -> f64 {
-        (self.ran_s - self.due_s) * 1e3
-    }
-}
-
-/// The monitor's spikes as pauses on the player's timeline.
-fn pauses_of(monitor: &MonitorReport, start_mono_ns: u64) -> Vec<Pause> {
-    monitor
-        .spikes
-        .iter()
-        .map(|s| Pause {
-            cpu: s.cpu,
-            due_s: s.at_s_since(start_mono_ns),
-            ran_s: s.ran_s_since(start_mono_ns),
-        })
-        .collect()
-}
-
 /// The monitor's wake-up interval, and how late one of its wake-ups must
 /// be to be kept (µs). The writer wakes with at least buffer − period
 /// (15 ms) queued, so only a pause of about that length can dry the sink;
@@ -178,15 +147,11 @@ const MONITOR_THRESHOLD_US: u32 = 10_000;
 const PAUSE_END_TOLERANCE_MS: f64 = 2.0;
 
 /// The pause during which the sink ran dry (at `dry_s`) and which ended
-/// when the writer ran again (`back_s`, within [`PAUSE_END_TOLERANCE_MS`]):
-/// the writer could not run for as long as the machine was away. For an
-/// underrun nobody injected the writer came back to feed the sink (at the
-/// gap's end); for one that found a stall late, to begin the stall.
+/// when the writer ran again (`back_s`): for an underrun nobody injected
+/// the writer came back to feed the sink (at the gap's end); for one that
+/// found a stall late, to begin the stall.
 fn pause_between(pauses: &[Pause], dry_s: f64, back_s: f64) -> Option<Pause> {
-    pauses
-        .iter()
-        .find(|p| p.due_s <= dry_s && (p.ran_s - back_s).abs() * 1e3 <= PAUSE_END_TOLERANCE_MS)
-        .copied()
+    Pause::spanning(pauses, dry_s, back_s, PAUSE_END_TOLERANCE_MS)
 }
 
 /// An underrun of the player's report nobody injected.
@@ -431,7 +396,7 @@ pub fn run(args: &SoakArgs) -> Result<ExitCode> {
             );
         }
         match report.started_mono_ns {
-            Some(start) => Ok(pauses_of(&m, start)),
+            Some(start) => Ok(m.pauses(start)),
             None => Err("the player's report has no started_mono_ns".into()),
         }
     });
@@ -702,6 +667,7 @@ mod tests {
         // writer fed it again: the machine's, not false.
         let away = |due_s: f64, ran_s: f64| Pause {
             cpu: 1,
+            since_s: due_s - 0.001,
             due_s,
             ran_s,
         };
@@ -710,8 +676,9 @@ mod tests {
         // A pause that ended 5 ms before the gap did explains nothing.
         let m = match_events(&r, &[away(4.99, 5.007)]);
         assert_eq!((m.machine_events.len(), m.false_events.len()), (0, 1));
-        // Nor one that began after the sink ran dry.
-        let m = match_events(&r, &[away(5.001, 5.012)]);
+        // Nor one that began after the sink ran dry (its thread ran at
+        // 5.001 s, one interval before it was due).
+        let m = match_events(&r, &[away(5.002, 5.012)]);
         assert_eq!(m.false_events.len(), 1);
         r.events[0].gap_ms = 82.0;
         assert_eq!(match_events(&r, &[]).missed.len(), 1, "gap 2 ms off");
@@ -734,6 +701,7 @@ mod tests {
         }];
         let pause = Pause {
             cpu: 1,
+            since_s: 9.979,
             due_s: 9.98,
             ran_s: 10.0,
         };

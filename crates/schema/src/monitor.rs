@@ -168,6 +168,68 @@ impl LatencySpike {
     }
 }
 
+impl MonitorReport {
+    /// The spikes as [`MachinePause`]s on the timeline that began at
+    /// `start_mono_ns` (the player's `started_mono_ns`).
+    pub fn pauses(&self, start_mono_ns: u64) -> Vec<MachinePause> {
+        self.spikes
+            .iter()
+            .map(|s| {
+                let due_s = s.at_s_since(start_mono_ns);
+                MachinePause {
+                    cpu: s.cpu,
+                    since_s: due_s - f64::from(self.interval_us) / 1e6,
+                    due_s,
+                    ran_s: s.ran_s_since(start_mono_ns),
+                }
+            })
+            .collect()
+    }
+}
+
+/// A moment the machine itself was not ours: a FIFO-99 measuring thread
+/// due at `due_s` ran only at `ran_s` (seconds on the player's timeline).
+/// Nothing of ours at a lower priority — the player's threads are FIFO 80
+/// — could run meanwhile on that CPU: the hypervisor had it, or the kernel
+/// with preemption off. Used to tell an underrun the machine caused from
+/// one the player did (the soak, the timing tests).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct MachinePause {
+    /// The CPU.
+    pub cpu: usize,
+    /// The earliest the pause can have begun: the thread's wake-up before,
+    /// one interval before `due_s` (it ran then, or that one was late).
+    pub since_s: f64,
+    /// When the measuring thread was due.
+    pub due_s: f64,
+    /// When it ran.
+    pub ran_s: f64,
+}
+
+impl MachinePause {
+    /// Its length, ms.
+    pub fn ms(&self) -> f64 {
+        (self.ran_s - self.due_s) * 1e3
+    }
+
+    /// The pause that may have begun before a sink ran dry (at `dry_s`) and ended
+    /// when our thread ran again (`back_s`, within `end_tolerance_ms`): our
+    /// thread could not run for as long as the machine was away. Only one
+    /// pause spanning the whole gap counts: in a storm of short pauses our
+    /// thread could have run between them, so they prove nothing.
+    pub fn spanning(
+        pauses: &[MachinePause],
+        dry_s: f64,
+        back_s: f64,
+        end_tolerance_ms: f64,
+    ) -> Option<MachinePause> {
+        pauses
+            .iter()
+            .find(|p| p.since_s <= dry_s && (p.ran_s - back_s).abs() * 1e3 <= end_tolerance_ms)
+            .copied()
+    }
+}
+
 /// Whether the scheduler trace ran, and how completely.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -290,6 +352,62 @@ impl GapAccount {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_one_pause_that_spans_the_whole_gap_explains_it() {
+        let away = |cpu, due_s: f64, ran_s| MachinePause {
+            cpu,
+            since_s: due_s - 0.001,
+            due_s,
+            ran_s,
+        };
+        // A gap dry at 1.000 s, the audio back at 1.030 s.
+        let (dry, back) = (1.000, 1.030);
+        // Away from before the sink ran dry until the audio came back.
+        let spans = [away(0, 0.995, 1.029)];
+        assert_eq!(
+            MachinePause::spanning(&spans, dry, back, 2.0),
+            Some(spans[0])
+        );
+        assert!((spans[0].ms() - 34.0).abs() < 1e-9);
+        // Back 5 ms before the audio: something else held it; unless one
+        // period of the host's server may stand in between.
+        let early = [away(1, 0.990, 1.025)];
+        assert_eq!(MachinePause::spanning(&early, dry, back, 2.0), None);
+        assert!(MachinePause::spanning(&early, dry, back, 5.3 + 2.0).is_some());
+        // Began after the sink ran dry: the gap had begun without it;
+        // unless it may have begun earlier, since the thread's last wake-up.
+        let late = [away(1, 1.005, 1.030)];
+        assert_eq!(MachinePause::spanning(&late, dry, back, 2.0), None);
+        let maybe_before = [away(1, 1.0005, 1.030)];
+        assert!(MachinePause::spanning(&maybe_before, dry, back, 2.0).is_some());
+        // A storm of short pauses covering the gap between them: our
+        // thread could have run in between, so none explains it.
+        let storm: Vec<_> = (0..10)
+            .map(|k| away(1, 0.998 + 0.003 * k as f64, 1.000 + 0.003 * k as f64))
+            .collect();
+        assert_eq!(MachinePause::spanning(&storm, dry, back, 2.0), None);
+    }
+
+    #[test]
+    fn spikes_become_pauses_on_the_players_timeline() {
+        let m = MonitorReport {
+            interval_us: 1000,
+            spikes: vec![LatencySpike {
+                cpu: 1,
+                planned_mono_ns: 5_500_000_000,
+                latency_us: 12_000,
+                at_s: None,
+                account: None,
+            }],
+            ..MonitorReport::default()
+        };
+        let p = m.pauses(5_000_000_000);
+        assert_eq!(p.len(), 1);
+        assert_eq!(p[0].cpu, 1);
+        assert!((p[0].due_s - 0.5).abs() < 1e-9 && (p[0].ran_s - 0.512).abs() < 1e-9);
+        assert!((p[0].since_s - 0.499).abs() < 1e-9);
+    }
 
     #[test]
     fn clause_names_the_largest_first_with_its_policy() {

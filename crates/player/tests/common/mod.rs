@@ -5,6 +5,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::{Mutex, MutexGuard};
 
+use xrunbench_schema::monitor::{MachinePause, MonitorSpec};
+use xrunbench_schema::player::Underrun;
 use xrunbench_schema::PlayerReport;
 
 /// Held while a timing test runs; see [`timing_lock`].
@@ -129,6 +131,47 @@ pub fn play(cmd: &mut Command, args: &[&str]) -> (Output, PlayerReport) {
         serde_json::from_slice(&std::fs::read(&json.0).expect("report written"))
             .expect("valid report");
     (out, report)
+}
+
+/// A player run and what the machine did meanwhile.
+pub struct Watched {
+    /// The player's report.
+    pub report: PlayerReport,
+    /// When a FIFO-99 measuring thread on some CPU could not run for
+    /// 1 ms or more, on the report's timeline.
+    pub pauses: Vec<MachinePause>,
+}
+
+impl Watched {
+    /// The pause of the machine that explains underrun `e`: one that began
+    /// before the sink ran dry and ended when the audio came back, give or
+    /// take one period (the host's thread waits for the server's next
+    /// cycle after the machine returns) and 2 ms. On a VM the hypervisor
+    /// takes a vCPU away for tens of ms at a time (steal); no priority of
+    /// ours can prevent that, and the player rightly reports the audio it
+    /// cost, but it is not the sink's fault: the tests print such events
+    /// and count only the rest. A sink that loses audio on its own leaves
+    /// the monitor punctual, so it still fails them.
+    pub fn machine_pause_for(&self, e: &Underrun) -> Option<MachinePause> {
+        let tolerance_ms = self.report.params.period_us as f64 / 1e3 + 2.0;
+        MachinePause::spanning(&self.pauses, e.at_s, e.at_s + e.gap_ms / 1e3, tolerance_ms)
+    }
+}
+
+/// As [`play`], beside the trial's latency monitor (FIFO 99, 1 ms, a
+/// thread on every CPU), whose late wake-ups are the machine's pauses.
+/// Needs root, as the timing tests' real-time priorities do.
+pub fn play_watched(cmd: &mut Command, args: &[&str]) -> (Output, Watched) {
+    let cpus = xrunbench_trial::monitor::allowed_cpus();
+    let monitor = xrunbench_trial::monitor::Monitor::start(&MonitorSpec::default(), &cpus)
+        .expect("the latency monitor starts (root: FIFO 99)");
+    let (out, report) = play(cmd, args);
+    let measured = monitor.stop();
+    let start = report
+        .started_mono_ns
+        .expect("a cpal report says when playback started");
+    let pauses = measured.pauses(start);
+    (out, Watched { report, pauses })
 }
 
 /// The canonical 16-byte fmt chunk + data chunk, for malformed-file tests.
