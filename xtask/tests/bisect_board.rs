@@ -4,9 +4,9 @@
 //!
 //! A throwaway git repository plays the kernel tree. Each commit holds
 //! what its deploy command (`deploy.sh`, the same at every commit) puts
-//! on the board: `stall` (1: the board's player is stopped for 100 ms
-//! every 300 ms — a task the kernel does not run, as a scheduler
-//! regression would do — so its 20 ms buffer runs dry), `kernel` (the
+//! on the board: `stall` (1: the board's player is stopped for 300 ms
+//! every 600 ms — a task the kernel does not run, as a scheduler
+//! regression would do — so its 100 ms buffer runs dry), `kernel` (the
 //! string `expect_kernel` prints: this machine's release, or another one)
 //! and `mode` (`broken`: the commit does not build, exit 125;
 //! `unreachable`: the first deploy powers the board off, the next one on).
@@ -109,22 +109,8 @@ impl Lab {
         write_script(
             &bin.join("xrun-player"),
             &format!(
-                r#"if [ "$(cat {stall} 2>/dev/null)" != 1 ]; then exec {player} "$@"; fi
-{player} "$@" &
-player=$!
-(
-    while sleep 0.3; do
-        kill -STOP "$player" 2>/dev/null || exit 0
-        sleep 0.1
-        kill -CONT "$player" 2>/dev/null || exit 0
-    done
-) &
-stopper=$!
-wait "$player"
-status=$?
-kill "$stopper" 2>/dev/null
-exit "$status"
-"#,
+                "if [ \"$(cat {stall} 2>/dev/null)\" != 1 ]; then exec {player} \"$@\"; fi\n{}",
+                support::stopped_player_script(&player),
                 stall = quoted(&self.path("state/board-stall")),
             ),
         );
@@ -149,7 +135,7 @@ exit "$status"
             format!(
                 "name = \"board-bisect\"\ntrials = 5\nduration = \"1s\"\nwarmup = \"200ms\"\n\
                  [audio]\ngenerate = {{ seconds = 1, rate = 48000, channels = 2 }}\n\
-                 backend = \"virtual\"\nbuffer_time = \"20ms\"\nperiod_time = \"5ms\"\n\
+                 backend = \"virtual\"\nbuffer_time = \"100ms\"\nperiod_time = \"25ms\"\n\
                  priority = \"fifo:80\"\n\
                  [[config]]\nname = \"player\"\nsysctl = {{ \"{RR}\" = {new} }}\n{table}"
             ),
@@ -383,7 +369,7 @@ fn history(repo: &Path) -> (String, String, String) {
         true,
         &k,
         "ok",
-        "sched: stall the player 100 ms every 300 ms",
+        "sched: stall the player 300 ms every 600 ms",
     );
     commit(repo, true, &k, "ok", "docs: another comment");
     let bad = commit(repo, true, &k, "ok", "and another");

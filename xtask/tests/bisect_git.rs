@@ -1,8 +1,8 @@
 //! `git bisect run` drives `cargo xtask bisect` for real: a throwaway git
 //! repository whose history changes the player build (the `--bin-dir` of
-//! each commit): from one commit on, the player is stopped for 100 ms every
-//! 300 ms — a task the kernel does not run for 100 ms, as a scheduler
-//! regression would do — so its 20 ms buffer runs dry; harmless commits
+//! each commit): from one commit on, the player is stopped for 300 ms every
+//! 600 ms — a task the kernel does not run for 300 ms, as a scheduler
+//! regression would do — so its 100 ms buffer runs dry; harmless commits
 //! surround it, and the scenario never changes. Bisect must name that
 //! commit. Short trials keep it to about a minute. Beside it: a baseline of
 //! another scenario aborts the bisection, usage errors abort, and commits
@@ -24,8 +24,8 @@ warmup = "500ms"
 [audio]
 generate = { tone_hz = 440, seconds = 2, rate = 48000, channels = 2, format = "S16_LE" }
 backend = "virtual"
-buffer_time = "20ms"
-period_time = "5ms"
+buffer_time = "100ms"
+period_time = "25ms"
 priority = "fifo:80"
 
 [load]
@@ -36,7 +36,8 @@ name = "player"
 "#;
 
 /// The board binaries of a commit: the real ones, or (`stalls`) a player
-/// that is stopped for 100 ms every 300 ms while it plays.
+/// that is stopped for 300 ms every 600 ms while it plays
+/// ([`support::stopped_player_script`]).
 fn builds(repo: &Path, real: &Path, stalls: bool) {
     let bin = repo.join("bin");
     std::fs::create_dir_all(&bin).unwrap();
@@ -48,24 +49,7 @@ fn builds(repo: &Path, real: &Path, stalls: bool) {
         );
     }
     let player = if stalls {
-        format!(
-            r#"{} "$@" &
-player=$!
-(
-    while sleep 0.3; do
-        kill -STOP "$player" 2>/dev/null || exit 0
-        sleep 0.1
-        kill -CONT "$player" 2>/dev/null || exit 0
-    done
-) &
-stopper=$!
-wait "$player"
-status=$?
-kill "$stopper" 2>/dev/null
-exit "$status"
-"#,
-            quoted("xrun-player")
-        )
+        support::stopped_player_script(&quoted("xrun-player"))
     } else {
         format!("exec {} \"$@\"\n", quoted("xrun-player"))
     };
@@ -138,7 +122,7 @@ fn git_bisect_run_names_the_commit_that_stalls_the_player() {
     let good = commit(&repo, "start: the player as built");
     commit(&repo, "tweak a comment");
     builds(&repo, &real, true);
-    let culprit = commit(&repo, "player: stopped for 100 ms every 300 ms");
+    let culprit = commit(&repo, "player: stopped for 300 ms every 600 ms");
     commit(&repo, "another comment");
     let bad = commit(&repo, "and another");
 

@@ -225,3 +225,31 @@ pub fn write_script(path: &Path, body: &str) {
     std::fs::write(path, format!("#!/bin/sh\n{body}")).unwrap();
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).unwrap();
 }
+
+/// The regression the bisect tests inject: `player` (a quoted path)
+/// started with the script's arguments and stopped (SIGSTOP) for 300 ms
+/// every 600 ms while it plays — a task the kernel does not run, as a
+/// scheduler regression would do. The scenarios give it a 100 ms buffer,
+/// so each stop is an underrun of about 200 ms, while a pause of the
+/// machine itself (a VM's vCPU taken away by the hypervisor for tens of
+/// ms, traced on these machines) stays far inside the buffer: a good
+/// commit's trials stay clean by a margin of 75 ms, not 15.
+pub fn stopped_player_script(player: &str) -> String {
+    format!(
+        r#"{player} "$@" &
+player=$!
+(
+    while sleep 0.3; do
+        kill -STOP "$player" 2>/dev/null || exit 0
+        sleep 0.3
+        kill -CONT "$player" 2>/dev/null || exit 0
+    done
+) &
+stopper=$!
+wait "$player"
+status=$?
+kill "$stopper" 2>/dev/null
+exit "$status"
+"#
+    )
+}
