@@ -5,7 +5,9 @@
 //! (writer, data callback, and the host's own threads the callback waits
 //! for) on CPU 1 at FIFO 80, so background load does not fake underruns
 //! and a stall of the callback never stalls the server. They pass 20 runs
-//! in a row beside `xrun-hackbench -g 4`.
+//! in a row beside `xrun-hackbench -g 4`. What the machine itself takes
+//! (a VM's vCPU stolen by the hypervisor) is told apart with the trial's
+//! latency monitor beside the player ([`Watched::machine_pause_for`]).
 //!
 //! The stalls are injected into the data callback itself. The callback-gap
 //! figure is `callback instant − (previous playback instant + previous
@@ -19,7 +21,6 @@ use std::process::Command;
 
 use common::*;
 use xrunbench_schema::player::{ClockSource, EventSource, Underrun};
-use xrunbench_schema::PlayerReport;
 use xrunbench_soundserver::{HintedJackPcm, JackConfig, JackServer, HINTED_JACK_PCM};
 
 /// The common arguments: real-time on CPU 1, a 20 ms buffer.
@@ -128,7 +129,10 @@ fn print_beside(w: &Watched, host: &str, what: &str, e: &Underrun) {
 /// and the server ran dry (traced on the PulseAudio and PipeWire hosts
 /// under load).
 #[cfg(any(feature = "cpal-pulseaudio", feature = "cpal-pipewire"))]
-fn assert_host_threads_share_the_callback_scheduling(report: &PlayerReport, host: &str) {
+fn assert_host_threads_share_the_callback_scheduling(
+    report: &xrunbench_schema::PlayerReport,
+    host: &str,
+) {
     assert!(
         report
             .params
