@@ -13,7 +13,7 @@ mod lava_support;
 mod support;
 
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use lava_support::*;
 use xrunbench_soundserver::TestBoard;
@@ -86,15 +86,12 @@ fn serve_binaries(dir: &Path) -> HttpServer {
     HttpServer::start(dir)
 }
 
-#[test]
-fn a_lava_job_reports_every_metric_and_comes_back_as_a_run() {
-    if !is_root() {
-        return;
-    }
-    let dir = tempfile::tempdir().unwrap();
-    let scenario = support::scenario(dir.path(), "lavarun", SCENARIO);
-    let http = serve_binaries(&dir.path().join("www"));
-    let gen = dir.path().join("gen");
+/// `cargo xtask lava` of the test's scenario into `dir/gen`, its board
+/// binaries served over HTTP (kept running while the server lives).
+fn generate(dir: &Path) -> (PathBuf, HttpServer) {
+    let scenario = support::scenario(dir, "lavarun", SCENARIO);
+    let http = serve_binaries(&dir.join("www"));
+    let gen = dir.join("gen");
     let url = format!("http://127.0.0.1:{}", http.port);
     let out = support::run_xtask(&[
         "lava",
@@ -109,6 +106,56 @@ fn a_lava_job_reports_every_metric_and_comes_back_as_a_run() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
+    (gen, http)
+}
+
+/// LAVA's own ssh and scp turn host-key checking off; the device
+/// dictionary's options, first, turn it back on. Proof that they do: a
+/// board whose key is not the one known is never reached — the job fails
+/// at its deploy, with ssh's words in the log, and nothing of it runs.
+#[test]
+fn a_lava_job_never_reaches_a_board_whose_host_key_is_not_known() {
+    if !is_root() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let (gen, _http) = generate(dir.path());
+    let board = TestBoard::start().expect("the test board (a private sshd) starts");
+    let job_id = 800_000 + std::process::id() % 100_000;
+    let _leftovers = LavaLeftovers::new(job_id);
+    let wrong = board.wrong_known_hosts().unwrap();
+    let (_, log) = lava_run(
+        &board,
+        &wrong,
+        &gen.join("xrunbench-lavarun-job.yaml"),
+        job_id,
+        dir.path(),
+    );
+    assert!(
+        log.contains("REMOTE HOST IDENTIFICATION HAS CHANGED")
+            || log.contains("Host key verification failed"),
+        "ssh did not refuse the key: {log}"
+    );
+    assert!(
+        !log.contains("\"case\": \"job\", \"definition\": \"lava\", \"result\": \"pass\""),
+        "the job passed against an unknown key: {log}"
+    );
+    for copied in [format!("/lava-{job_id}"), format!("/lava-{job_id}-overlay")] {
+        let on_board = std::fs::read_dir("/")
+            .unwrap()
+            .flatten()
+            .any(|e| e.file_name().to_string_lossy().starts_with(&copied));
+        assert!(!on_board, "{copied}* reached the board");
+    }
+}
+
+#[test]
+fn a_lava_job_reports_every_metric_and_comes_back_as_a_run() {
+    if !is_root() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let (gen, http) = generate(dir.path());
     let definition = std::fs::read_to_string(gen.join("xrunbench-lavarun.yaml")).unwrap();
     assert!(definition.contains("format: \"Lava-Test Test Definition 1.0\""));
 
@@ -117,6 +164,7 @@ fn a_lava_job_reports_every_metric_and_comes_back_as_a_run() {
     let _leftovers = LavaLeftovers::new(job_id);
     let (run, log) = lava_run(
         &board,
+        &board.known_hosts(),
         &gen.join("xrunbench-lavarun-job.yaml"),
         job_id,
         dir.path(),

@@ -111,12 +111,19 @@ pub fn lava_root() -> PathBuf {
     root
 }
 
-/// `lava-run` of `job` against `board` as job `job_id`: its status and its
-/// log (stderr, where 2023.01 writes the results).
-pub fn lava_run(board: &TestBoard, job: &Path, job_id: u32, dir: &Path) -> (Output, String) {
+/// `lava-run` of `job` against `board` as job `job_id`, checking the
+/// board's host key against `known_hosts`: its status and its log
+/// (stderr, where 2023.01 writes the results).
+pub fn lava_run(
+    board: &TestBoard,
+    known_hosts: &Path,
+    job: &Path,
+    job_id: u32,
+    dir: &Path,
+) -> (Output, String) {
     let root = lava_root();
     let device = dir.join("device.yaml");
-    render_device(&root, board, &device);
+    render_device(&root, board, known_hosts, &device);
     let dispatcher = dir.join("dispatcher.yaml");
     std::fs::write(&dispatcher, "dispatcher_ip: 127.0.0.1\n").unwrap();
     let python_path = format!(
@@ -144,8 +151,9 @@ pub fn lava_run(board: &TestBoard, job: &Path, job_id: u32, dir: &Path) -> (Outp
 }
 
 /// The device dictionary: lava-server's `ssh.jinja2` rendered with the
-/// board's host, port, user and key, as a LAVA admin would.
-fn render_device(root: &Path, board: &TestBoard, out: &Path) {
+/// board's host, port, user and key, as a LAVA admin would — and with the
+/// board's host key checked (see [`check_host_keys`]).
+fn render_device(root: &Path, board: &TestBoard, known_hosts: &Path, out: &Path) {
     let types = root.join("usr/share/lava-server/device-types");
     let user = board.destination().split('@').next().unwrap().to_string();
     let script = format!(
@@ -163,6 +171,34 @@ fn render_device(root: &Path, board: &TestBoard, out: &Path) {
         Command::new(PYTHON).arg("-c").arg(script),
         "rendering ssh.jinja2",
     );
+    let rendered = std::fs::read_to_string(out).unwrap();
+    std::fs::write(out, check_host_keys(&rendered, known_hosts)).unwrap();
+}
+
+/// The device dictionary's ssh `options` with host-key checking first.
+/// lava-dispatcher appends `-o UserKnownHostsFile=/dev/null -o
+/// StrictHostKeyChecking=no` to every ssh and scp it runs, after the
+/// device's options (`base.jinja2` sets those, so a render variable cannot
+/// replace them); ssh takes the first value it sees of each option, so
+/// ours, first, stand. `LogLevel=ERROR` before base's `FATAL`, so that a
+/// refused key is said in the job log.
+fn check_host_keys(device: &str, known_hosts: &Path) -> String {
+    let ours: String = [
+        "StrictHostKeyChecking=yes".to_string(),
+        format!("UserKnownHostsFile={}", known_hosts.display()),
+        "BatchMode=yes".to_string(),
+        "LogLevel=ERROR".to_string(),
+    ]
+    .iter()
+    .map(|o| format!("          - '-o'\n          - '{o}'\n"))
+    .collect();
+    let at = "      ssh:\n        options:\n";
+    assert_eq!(
+        device.matches(at).count(),
+        1,
+        "one ssh options list: {device}"
+    );
+    device.replacen(at, &format!("{at}{ours}"), 1)
 }
 
 /// What LAVA leaves on its board and on its worker, removed on drop:
@@ -170,14 +206,19 @@ fn render_device(root: &Path, board: &TestBoard, out: &Path) {
 /// machine), `/var/lib/lava/dispatcher/tmp/<id>`, and /var/lib/lava if
 /// the test made it.
 pub struct LavaLeftovers {
+    _one_job_at_a_time: std::sync::MutexGuard<'static, ()>,
     job_id: u32,
     made_var_lib_lava: bool,
 }
 
 impl LavaLeftovers {
-    /// Before the job runs.
+    /// Before the job runs. Holds the suite's LAVA lock until dropped: two
+    /// jobs at once share /var/lib/lava, which the first one's cleanup
+    /// removes under the other (seen: `scp: stat local …`).
     pub fn new(job_id: u32) -> Self {
+        static LAVA: std::sync::Mutex<()> = std::sync::Mutex::new(());
         LavaLeftovers {
+            _one_job_at_a_time: LAVA.lock().unwrap_or_else(|e| e.into_inner()),
             job_id,
             made_var_lib_lava: !Path::new("/var/lib/lava").exists(),
         }
