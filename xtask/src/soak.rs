@@ -184,10 +184,8 @@ fn match_events(report: &PlayerReport, pauses: &[Pause]) -> Matching {
     let mut m = Matching::default();
     let mut used = vec![false; report.events.len()];
     for s in &report.selftest_stalls {
-        let end = s.at_s + s.actual_ms / 1e3 + 0.001;
         let during: Vec<usize> = (0..report.events.len())
-            .filter(|&i| !used[i] && report.events[i].at_s >= s.at_s - 0.001)
-            .filter(|&i| report.events[i].at_s <= end)
+            .filter(|&i| !used[i] && s.holds(report.events[i].at_s))
             .collect();
         for &i in &during {
             used[i] = true;

@@ -59,15 +59,10 @@ fn assert_one_gap_per_stall(w: &Watched, host: &str) {
 /// ([`Watched::machine_pause_for`]).
 fn assert_one_gap_per_stall_beside(w: &Watched, host: &str, extra: &[EventSource]) {
     let report = &w.report;
-    let in_a_stall = |e: &Underrun| {
-        report
-            .selftest_stalls
-            .iter()
-            .any(|s| e.at_s >= s.at_s - 0.001 && e.at_s <= s.at_s + s.actual_ms / 1e3 + 0.001)
-    };
+    let in_a_stall = |e: &Underrun| report.selftest_stalls.iter().any(|s| s.holds(e.at_s));
     let (beside, events): (Vec<_>, Vec<_>) = report.events.iter().partition(|e| {
         (extra.contains(&e.source) && e.gap_ms == 0.0)
-            || (!in_a_stall(e) && the_machines(w, e).is_some())
+            || (!in_a_stall(e) && w.machine_pause_for(e).is_some())
     });
     // The discrimination the excuse rests on: a callback that sleeps (the
     // sink losing audio on its own) leaves the monitor punctual.
@@ -193,7 +188,7 @@ fn assert_clean(w: &Watched, host: &str) {
 fn assert_clean_beside(w: &Watched, host: &str, extra: &[EventSource]) {
     let report = &w.report;
     let beside = |e: &&Underrun| {
-        (extra.contains(&e.source) && e.gap_ms == 0.0) || the_machines(w, e).is_some()
+        (extra.contains(&e.source) && e.gap_ms == 0.0) || w.machine_pause_for(e).is_some()
     };
     for e in report.events.iter().filter(beside) {
         print_beside(w, host, "a clean run", e);

@@ -254,3 +254,12 @@ pub struct SelftestStall {
     /// the cpal sink, playback − callback instant of the stalled callback).
     pub queued_us: Option<u64>,
 }
+
+impl SelftestStall {
+    /// Whether an underrun whose sink ran dry at `dry_s` began during this
+    /// stall (within 1 ms either side: the two instants are read by
+    /// different threads).
+    pub fn holds(&self, dry_s: f64) -> bool {
+        dry_s >= self.at_s - 0.001 && dry_s <= self.at_s + self.actual_ms / 1e3 + 0.001
+    }
+}
