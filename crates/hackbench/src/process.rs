@@ -78,7 +78,8 @@ pub(crate) fn setup(what: &'static str, e: &std::io::Error) -> Error {
 }
 
 /// The message buffers, allocated before any fork; each child writes to
-/// its own copy-on-write copy, as rt-tests' children use their own stacks.
+/// its own copy-on-write copy, as rt-tests' children use their own stacks
+/// (copied before the child says ready: `worker::map_in`).
 struct Buffers {
     send: sys::MsgBuf,
     recv: sys::MsgBuf,

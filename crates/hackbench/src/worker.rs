@@ -42,8 +42,9 @@ type Fail = (Stage, i32);
 
 /// Runs one worker to its end and records the outcome in its slot;
 /// returns whether it finished normally.
-pub(crate) fn work(job: Job<'_>, ctx: Ctx<'_>) -> bool {
+pub(crate) fn work(job: Job<'_>, mut ctx: Ctx<'_>) -> bool {
     let slot = ctx.slot;
+    map_in(&mut ctx);
     let result = ready(&ctx).and_then(|()| match job {
         Job::Sender { out_fds } => send(out_fds, ctx),
         Job::Receiver { in_fd, packets } => receive(in_fd, packets, ctx),
@@ -54,6 +55,27 @@ pub(crate) fn work(job: Job<'_>, ctx: Ctx<'_>) -> bool {
     };
     slot.set_outcome(stage, errno);
     stage == Stage::Done
+}
+
+/// Writes to every page the worker will write to in the timed window (its
+/// message buffer and its result slot) before it says ready, so that their
+/// page faults (copy-on-write in a forked worker) fall before the start,
+/// as they do in rt-tests, whose message buffer is on a stack the worker
+/// has already written to. Stores the values already there: a receiver's
+/// buffer contents are never looked at, a sender fills its own after the
+/// wake-up, as rt-tests does.
+fn map_in(ctx: &mut Ctx<'_>) {
+    // Every 4 KiB (the smallest page on any Linux target) and the last byte.
+    let len = ctx.buf.len();
+    for at in (0..len).step_by(4096).chain(len.checked_sub(1)) {
+        // Volatile: a store of the value already there must not be elided.
+        // SAFETY: `at < len`, inside the worker's own buffer.
+        unsafe {
+            let p = ctx.buf.as_mut_ptr().add(at);
+            p.write_volatile(p.read_volatile());
+        }
+    }
+    ctx.slot.map_in();
 }
 
 /// Decides what an EINTR means: retry, or (round abandoned) give up.
@@ -155,4 +177,83 @@ fn receive(in_fd: RawFd, packets: u64, ctx: Ctx<'_>) -> Result<(), Fail> {
     ctx.slot.messages.store(messages, Ordering::Relaxed);
     ctx.slot.bytes.store(bytes, Ordering::Relaxed);
     result
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::shared::Slots;
+
+    /// This machine's page size.
+    fn page() -> usize {
+        // SAFETY: sysconf has no preconditions.
+        let p = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+        usize::try_from(p).expect("page size")
+    }
+
+    /// Which pages of `len` bytes at `addr` are resident (mincore).
+    fn resident_pages(addr: *mut u8, len: usize) -> Vec<bool> {
+        let mut vec = vec![0u8; len.div_ceil(page())];
+        // SAFETY: `addr` is page-aligned and `len` bytes are mapped; `vec`
+        // has one byte per page.
+        let r = unsafe { libc::mincore(addr.cast(), len, vec.as_mut_ptr()) };
+        assert_eq!(r, 0, "mincore: {}", std::io::Error::last_os_error());
+        vec.iter().map(|v| v & 1 == 1).collect()
+    }
+
+    #[test]
+    fn map_in_writes_every_page_of_the_buffer_and_the_slot_before_the_start() {
+        // A fresh private mapping of 5 pages, none resident yet: the buffer
+        // covers 4 of them, starting 100 bytes into the first page.
+        let page = page();
+        let map_len = 5 * page;
+        // SAFETY: a fresh anonymous mapping, unmapped below.
+        let base = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                map_len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        assert_ne!(base, libc::MAP_FAILED);
+        let base = base.cast::<u8>();
+        assert_eq!(resident_pages(base, map_len), vec![false; 5]);
+        let len = 3 * page;
+        // SAFETY: 100 + 3 pages lie inside the 5-page mapping.
+        let buf = unsafe { std::slice::from_raw_parts_mut(base.add(100), len) };
+        let slots = Slots::new(128).expect("mmap");
+        let slot = slots.get(100);
+        let slot_page = (slot as *const crate::shared::Slot as usize) & !(page - 1);
+        assert_eq!(resident_pages(slot_page as *mut u8, page), vec![false]);
+        let mut ctx = Ctx {
+            ready_out: -1,
+            wakefd: -1,
+            loops: 1,
+            buf,
+            slot,
+            abort: None,
+        };
+        map_in(&mut ctx);
+        // Pages 0..=3 hold the buffer (100 .. 100 + 3 pages); page 4 does not.
+        assert_eq!(
+            resident_pages(base, map_len),
+            vec![true, true, true, true, false]
+        );
+        assert_eq!(resident_pages(slot_page as *mut u8, page), vec![true]);
+        // Nothing changed: all zero, as mapped.
+        assert!(ctx.buf.iter().all(|&b| b == 0));
+        assert_eq!(ctx.slot.outcome(), (Stage::Done, 0));
+        // SAFETY: unmapping the mapping made above; `ctx`, the only view of
+        // it, is not used after this.
+        unsafe { libc::munmap(base.cast(), map_len) };
+    }
+
+    #[test]
+    fn a_slot_is_one_cache_line_and_never_straddles_a_page() {
+        assert_eq!(std::mem::size_of::<crate::shared::Slot>(), 64);
+        assert_eq!(std::mem::align_of::<crate::shared::Slot>(), 64);
+    }
 }
