@@ -48,6 +48,24 @@ const SAMPLE_EVERY: Duration = Duration::from_secs(10);
 const BUFFER_US: u32 = 20_000;
 const PERIOD_US: u32 = 5_000;
 
+/// The one CPU the player is pinned to: the last this process may use.
+///
+/// Why pinned: unpinned, when the hypervisor time-sliced this VM's two
+/// vCPUs on one host CPU (3 ms each, in turn), the writer, woken on time,
+/// was runnable for 36 ms without running: each monitor thread (FIFO 99)
+/// ran first on its vCPU's turn and, the writer being queued behind it,
+/// pushed the writer (FIFO 80) to the other CPU, whose current task was
+/// of lower priority — and whose vCPU was just then away. Thirteen
+/// migrations, no monitor wake-up 10 ms late, a 21.7 ms underrun (ftrace,
+/// 2026-12-03). Pinned, the writer runs on every turn its CPU gets, and
+/// whatever keeps it from running keeps that CPU's monitor thread too.
+fn player_cpu() -> usize {
+    xrunbench_trial::monitor::allowed_cpus()
+        .last()
+        .copied()
+        .unwrap_or(0)
+}
+
 /// One sample of the player process.
 #[derive(Debug, Clone, Copy)]
 struct Sample {
@@ -98,6 +116,44 @@ fn schedule(seed: u64, seconds: f64) -> Vec<(f64, f64)> {
         t += ms / 1000.0 + 4.0 + 12.0 * rng.unit();
     }
     out
+}
+
+/// The player's command line: the virtual sink at FIFO 80 pinned to `cpu`
+/// (see [`player_cpu`]), the quickstart's buffer, the stalls.
+fn player_args(
+    seconds: f64,
+    stalls: &[(f64, f64)],
+    cpu: usize,
+    json: &Path,
+    wav: &Path,
+) -> Vec<String> {
+    let mut a: Vec<String> = [
+        "--backend",
+        "virtual",
+        "--priority",
+        "fifo:80",
+        "--cpu",
+        &cpu.to_string(),
+        "-q",
+        "--buffer-time",
+        &BUFFER_US.to_string(),
+        "--period-time",
+        &PERIOD_US.to_string(),
+        "--duration",
+        &seconds.to_string(),
+        "--json",
+        &json.display().to_string(),
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    if !stalls.is_empty() {
+        let list: Vec<String> = stalls.iter().map(|(at, ms)| format!("{at}:{ms}")).collect();
+        a.push("--selftest-stall".into());
+        a.push(list.join(","));
+    }
+    a.push(wav.display().to_string());
+    a
 }
 
 /// The player's RSS (KiB), open fds and threads, if it still runs.
@@ -310,33 +366,12 @@ pub fn run(args: &SoakArgs) -> Result<ExitCode> {
     };
     xrunbench_wav::write_tone(&wav, &tone, 10.0).context("writing the tone")?;
     let stalls = schedule(args.seed, seconds);
-    let stall_arg: Vec<String> = stalls.iter().map(|(at, ms)| format!("{at}:{ms}")).collect();
     let json = scratch.path().join("player.json");
-    let mut player_args: Vec<String> = [
-        "--backend",
-        "virtual",
-        "--priority",
-        "fifo:80",
-        "-q",
-        "--buffer-time",
-        &BUFFER_US.to_string(),
-        "--period-time",
-        &PERIOD_US.to_string(),
-        "--duration",
-        &seconds.to_string(),
-        "--json",
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect();
-    player_args.push(json.display().to_string());
-    if !stall_arg.is_empty() {
-        player_args.push("--selftest-stall".into());
-        player_args.push(stall_arg.join(","));
-    }
-    player_args.push(wav.display().to_string());
+    let cpu = player_cpu();
+    let player_args = player_args(seconds, &stalls, cpu, &json, &wav);
     eprintln!(
-        "xtask: soak: {:.1} min, {} stalls (seed {}), hackbench -g {} beside the player",
+        "xtask: soak: {:.1} min, {} stalls (seed {}), hackbench -g {} beside the player \
+         (fifo:80, pinned to CPU {cpu})",
         args.minutes,
         stalls.len(),
         args.seed,
@@ -635,6 +670,28 @@ mod tests {
         assert!(a
             .iter()
             .all(|&(at, ms)| (2.0..598.0).contains(&at) && (40.0..=240.0).contains(&ms)));
+    }
+
+    #[test]
+    fn the_player_is_pinned_to_one_cpu_it_may_use() {
+        let cpu = player_cpu();
+        assert!(xrunbench_trial::monitor::allowed_cpus().contains(&cpu));
+        let a = player_args(
+            60.0,
+            &[(2.0, 146.0), (15.508, 152.0)],
+            cpu,
+            Path::new("/dev/shm/p.json"),
+            Path::new("/dev/shm/t.wav"),
+        );
+        let after = |flag: &str| {
+            let i = a.iter().position(|x| x == flag).expect(flag);
+            a[i + 1].clone()
+        };
+        // One CPU, not a list: the monitor's threads cannot push it away.
+        assert_eq!(after("--cpu"), cpu.to_string());
+        assert_eq!(after("--priority"), "fifo:80");
+        assert_eq!(after("--selftest-stall"), "2:146,15.508:152");
+        assert_eq!(a.last().map(String::as_str), Some("/dev/shm/t.wav"));
     }
 
     /// The player report of the golden trial record.
