@@ -19,8 +19,8 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result};
 use xrunbench_schema::monitor::{MachinePause as Pause, MonitorReport};
 use xrunbench_schema::player::PlayerReport;
-use xrunbench_schema::trial::ToneSpec;
-use xrunbench_schema::SampleFormat;
+use xrunbench_schema::trial::{PlayerArgs, ToneSpec};
+use xrunbench_schema::{Backend, Priority, SampleFormat};
 
 /// Arguments of `cargo xtask soak`.
 #[derive(clap::Args, Debug)]
@@ -127,32 +127,25 @@ fn player_args(
     json: &Path,
     wav: &Path,
 ) -> Vec<String> {
-    let mut a: Vec<String> = [
-        "--backend",
-        "virtual",
-        "--priority",
-        "fifo:80",
-        "--cpu",
-        &cpu.to_string(),
-        "-q",
-        "--buffer-time",
-        &BUFFER_US.to_string(),
-        "--period-time",
-        &PERIOD_US.to_string(),
-        "--duration",
-        &seconds.to_string(),
-        "--json",
-        &json.display().to_string(),
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect();
+    let player = PlayerArgs {
+        backend: Backend::Virtual,
+        buffer_time_us: Some(BUFFER_US),
+        period_time_us: Some(PERIOD_US),
+        priority: Some(Priority::Fifo(80)),
+        cpu: Some(
+            cpu.to_string()
+                .parse()
+                .expect("a CPU this process may use is a CPU list"),
+        ),
+        ..PlayerArgs::default()
+    };
+    let mut a = player.to_args(wav, seconds, json);
     if !stalls.is_empty() {
         let list: Vec<String> = stalls.iter().map(|(at, ms)| format!("{at}:{ms}")).collect();
-        a.push("--selftest-stall".into());
-        a.push(list.join(","));
+        // Among the options: before the `--` and the file that end them.
+        let at = a.len() - 2;
+        a.splice(at..at, ["--selftest-stall".to_string(), list.join(",")]);
     }
-    a.push(wav.display().to_string());
     a
 }
 
