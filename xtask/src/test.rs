@@ -12,6 +12,7 @@ use anyhow::{bail, Context, Result};
 use crate::board::{self, arch::Arch, build::Request, elf::GlibcVersion, qemu};
 use crate::deps;
 use crate::util::{cargo, run_checked};
+use xrunbench_test_support::skip;
 
 /// Arguments of `cargo xtask test`.
 #[derive(clap::Args)]
@@ -125,8 +126,10 @@ pub fn run(args: &TestArgs) -> Result<ExitCode> {
         return Ok(e.report());
     }
     lint_steps()?;
+    let skips = SkipLog::start()?;
     let mut failed = Vec::new();
     let mut cmd = cargo_test();
+    skips.configure(&mut cmd);
     cmd.arg("--all-targets");
     if !args.rest.is_empty() {
         cmd.arg("--").args(&args.rest);
@@ -136,15 +139,70 @@ pub fn run(args: &TestArgs) -> Result<ExitCode> {
         failed.push("the workspace's tests".to_string());
     }
     // Doc tests are not part of --all-targets.
-    if let Err(e) = run_checked(cargo_test().arg("--doc")) {
+    let mut doc = cargo_test();
+    skips.configure(&mut doc);
+    if let Err(e) = run_checked(doc.arg("--doc")) {
         eprintln!("xtask test: {e:#}");
         failed.push("doc tests".to_string());
     }
     failed.extend(board_stage(&board_arches())?);
+    failed.extend(skips.finish());
     if !failed.is_empty() {
         bail!("failed: {}", failed.join("; "));
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The skips of one suite run: every test that could not run appends a
+/// line to this file (see `xrunbench-test-support`); at the end they are
+/// listed, and where no test may skip (root, or CI) any skip fails the
+/// suite — a check that did not run must never pass for one that did.
+struct SkipLog {
+    path: std::path::PathBuf,
+    forbidden: bool,
+}
+
+impl SkipLog {
+    /// A fresh, empty log under the target directory.
+    fn start() -> Result<SkipLog> {
+        let path = crate::util::target_dir().join("xrunbench-skips.log");
+        match std::fs::remove_file(&path) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                return Err(e).with_context(|| format!("removing {}", path.display()))
+            }
+            _ => {}
+        }
+        let forbidden = crate::util::is_root() || skip::skipping_forbidden();
+        Ok(SkipLog { path, forbidden })
+    }
+
+    /// Points a test command at the log; as root, skipping fails the test.
+    fn configure(&self, cmd: &mut std::process::Command) {
+        cmd.env(skip::SKIP_LOG_ENV, &self.path);
+        if self.forbidden {
+            cmd.env(skip::NO_SKIP_ENV, "1");
+        }
+    }
+
+    /// Lists the skips; returns the failure to report when there were any
+    /// where none may be.
+    fn finish(self) -> Option<String> {
+        let skips = skip::read_log(&self.path);
+        let _ = std::fs::remove_file(&self.path);
+        if skips.is_empty() {
+            return None;
+        }
+        eprintln!("xtask test: {} test(s) skipped:", skips.len());
+        for (test, reason) in &skips {
+            eprintln!("  {test}: {reason}");
+        }
+        self.forbidden.then(|| {
+            format!(
+                "{} test(s) skipped where every test must run (root or CI)",
+                skips.len()
+            )
+        })
+    }
 }
 
 /// Prints one board check's outcome in the closing-line style of a test

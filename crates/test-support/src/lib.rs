@@ -1,0 +1,54 @@
+//! Fixtures shared by xrunbench's test suites: one home for what every
+//! suite needs (is this root, how a test that cannot run says so), so that
+//! no suite grows its own copy.
+//!
+//! This crate is a dev-dependency only: nothing in it ships in a binary.
+
+pub mod skip;
+
+pub use skip::{is_root, skipped};
+
+/// The path of the test function this macro is expanded in
+/// (`crate::module::test_name`), for messages that name the test.
+#[macro_export]
+macro_rules! test_name {
+    () => {{
+        fn here() {}
+        let name = ::std::any::type_name_of_val(&here);
+        name.strip_suffix("::here").unwrap_or(name)
+    }};
+}
+
+/// Ends the calling test, visibly, unless `$cond` holds: a line on stderr
+/// names the test and the reason (`$reason` is a `format!` string), the
+/// skip is logged for `cargo xtask test`'s summary, and where no test may
+/// skip (CI, or root under `cargo xtask test`) the test fails instead.
+///
+/// ```
+/// use xrunbench_test_support::{is_root, skip_unless};
+///
+/// fn mounts_a_tmpfs() {
+///     skip_unless!(is_root(), "mounting a tmpfs needs root");
+///     // … the test proper …
+/// }
+/// ```
+#[macro_export]
+macro_rules! skip_unless {
+    ($cond:expr, $($reason:tt)+) => {
+        if !$cond {
+            $crate::skipped($crate::test_name!(), &::std::format!($($reason)+));
+            return;
+        }
+    };
+}
+
+/// [`skip_unless!`] for the most common reason: the test needs root.
+#[macro_export]
+macro_rules! skip_unless_root {
+    () => {
+        $crate::skip_unless!(
+            $crate::is_root(),
+            "needs root (run the suite as root: cargo xtask test)"
+        )
+    };
+}
