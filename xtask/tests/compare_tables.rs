@@ -549,6 +549,58 @@ fn zero_baseline_fix_is_plus_infinity_or_100_percent_in_every_format() {
     );
 }
 
+/// A baseline whose eight trials measured the same values to the last bit
+/// (a p1 fill of 14.983 ms each, as a real bisect-run parent did) against
+/// a configuration that varies.
+fn identical_baseline_run(root: &Path) -> PathBuf {
+    let same = T {
+        underruns: 0,
+        gap_ms: 0.0,
+        min_fill_us: 14_983,
+        p1_fill_us: 14_983,
+        p99_late_us: 0,
+        round_us: 0,
+        cpu_ms: 70.0,
+    };
+    let varies = |k: u64| T {
+        p1_fill_us: 14_983 - 10 * k,
+        min_fill_us: 14_000 - 100 * k,
+        cpu_ms: 70.0 + k as f64,
+        ..same
+    };
+    let configs = [
+        ("parent", (0..8).map(|_| same).collect::<Vec<T>>()),
+        ("culprit", (0..8).map(varies).collect()),
+    ];
+    run_dir_with(root, "identical", None, &configs, |v| {
+        v["load"] = Value::Null;
+        v["player"]["lateness"]["count"] = json!(0);
+    })
+}
+
+#[test]
+fn identical_values_have_a_spread_of_exactly_zero() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = identical_baseline_run(tmp.path());
+    let [text, _md, _csv, json] = zero_goldens("compare-identical-baseline", &dir);
+    assert_mail_safe(&text, 80);
+    // The parent's spread is 0, not floating-point residue: against it, a
+    // spread that grew is the zero-baseline rule's -inf%, never -6.5e14%.
+    let row = text_row(&text, "Stddev   p1fill-ms");
+    assert!(row.contains("0.000 (   0.00%)"), "{row}");
+    assert!(row.ends_with("   -inf%)"), "{row}");
+    let scientific = text
+        .as_bytes()
+        .windows(3)
+        .any(|w| w[0].is_ascii_digit() && w[1] == b'e' && (w[2] == b'-' || w[2].is_ascii_digit()));
+    assert!(!scientific, "a figure in scientific notation:\n{text}");
+    let js: Value = serde_json::from_str(&json).unwrap();
+    let parent = json_cell(&js, "Stddev", "p1-fill", 0);
+    assert_eq!(parent["value"].as_f64(), Some(0.0), "{parent}");
+    let mean = json_cell(&js, "Amean", "p1-fill", 0);
+    assert_eq!(mean["value"].as_f64(), Some(14.983), "{mean}");
+}
+
 #[test]
 fn merged_run_directories_label_columns() {
     let tmp = tempfile::tempdir().unwrap();

@@ -41,13 +41,26 @@ impl Describe {
         }
         v.sort_by(f64::total_cmp);
         let n = v.len();
-        let mean = v.iter().sum::<f64>() / n as f64;
+        // Identical values have a mean of exactly that value and a spread
+        // of exactly 0: summed and divided, eight 14.983s leave residue
+        // (a mean 1.8e-15 off, a stddev of 1.9e-15) that a table would
+        // print as a tiny non-zero baseline and divide by.
+        let identical = v[0] == v[n - 1];
+        let mean = if identical {
+            v[0]
+        } else {
+            v.iter().sum::<f64>() / n as f64
+        };
         let median = if n % 2 == 1 {
             v[n / 2]
         } else {
             (v[n / 2 - 1] + v[n / 2]) / 2.0
         };
-        let stddev = sample_stddev(&v, mean);
+        let stddev = if identical {
+            0.0
+        } else {
+            sample_stddev(&v, mean)
+        };
         let coeffvar = if stddev == 0.0 {
             Some(0.0)
         } else if mean == 0.0 {
@@ -904,5 +917,12 @@ mod tests {
         let d = Describe::of(&[1.0, 2.0, 3.0, 4.0]).unwrap();
         assert!(close(d.stddev, 1.2909944487358056, 1e-12));
         assert!(close(d.coeffvar.unwrap(), 51.63977794943222, 1e-9));
+        // Identical values: exactly their value and exactly no spread,
+        // where summing would leave residue (8 × 14.983 / 8 ≠ 14.983).
+        let d = Describe::of(&[14.983; 8]).unwrap();
+        assert_eq!(
+            (d.mean, d.median, d.stddev, d.coeffvar),
+            (14.983, 14.983, 0.0, Some(0.0))
+        );
     }
 }
