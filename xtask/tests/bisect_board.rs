@@ -256,9 +256,7 @@ fn step_record(results: &Path, label: &str) -> serde_json::Value {
 
 #[test]
 fn infrastructure_failures_are_retried_or_skipped_never_a_verdict() {
-    if !is_root() {
-        return;
-    }
+    xrunbench_test_support::skip_unless_root!();
     let _g = support::knob_lock();
     let before = support::sysctl(RR);
     let lab = Lab::new();
@@ -378,9 +376,7 @@ fn history(repo: &Path) -> (String, String, String) {
 
 #[test]
 fn bisect_run_names_confirms_and_reports_the_culprit() {
-    if !is_root() {
-        return;
-    }
+    xrunbench_test_support::skip_unless_root!();
     let _g = support::knob_lock();
     let before = support::sysctl(RR);
     let lab = Lab::new();
@@ -451,9 +447,7 @@ fn bisect_run_names_confirms_and_reports_the_culprit() {
 
 #[test]
 fn ctrl_c_mid_bisection_resets_the_repository_and_restores_the_knob() {
-    if !is_root() {
-        return;
-    }
+    xrunbench_test_support::skip_unless_root!();
     let _g = support::knob_lock();
     let before = support::sysctl(RR);
     let lab = Lab::new();

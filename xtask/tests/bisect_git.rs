@@ -106,10 +106,10 @@ fn record_baseline(scenario: &Path, results: &Path, bins: &Path) -> PathBuf {
 
 #[test]
 fn git_bisect_run_names_the_commit_that_stalls_the_player() {
-    if Command::new("git").arg("--version").output().is_err() {
-        eprintln!("skipped: git is not installed");
-        return;
-    }
+    xrunbench_test_support::skip_unless!(
+        Command::new("git").arg("--version").output().is_ok(),
+        "git is not installed (cargo xtask test installs it)"
+    );
     let real = real_bins();
     let xtask = env!("CARGO_BIN_EXE_xtask");
     let tmp = tempfile::tempdir().unwrap();

@@ -7,74 +7,14 @@
 
 mod support;
 
-use std::ffi::CString;
-use std::path::{Path, PathBuf};
 use std::process::Stdio;
 
 use support::*;
-
-fn is_root() -> bool {
-    // SAFETY: geteuid cannot fail.
-    unsafe { libc::geteuid() == 0 }
-}
-
-/// A tmpfs of `size` bytes mounted over a fresh directory, unmounted (and
-/// the directory removed) when dropped.
-struct SmallDisk {
-    dir: tempfile::TempDir,
-}
-
-impl SmallDisk {
-    fn mount(size: u64) -> SmallDisk {
-        let dir = tempfile::tempdir().unwrap();
-        let target = CString::new(dir.path().to_str().unwrap()).unwrap();
-        let opts = CString::new(format!("size={size},mode=0755")).unwrap();
-        // SAFETY: valid NUL-terminated strings; a plain tmpfs mount.
-        let rc = unsafe {
-            libc::mount(
-                c"tmpfs".as_ptr(),
-                target.as_ptr(),
-                c"tmpfs".as_ptr(),
-                0,
-                opts.as_ptr().cast(),
-            )
-        };
-        assert_eq!(rc, 0, "mount tmpfs: {}", std::io::Error::last_os_error());
-        SmallDisk { dir }
-    }
-
-    fn path(&self) -> &Path {
-        self.dir.path()
-    }
-}
-
-impl Drop for SmallDisk {
-    fn drop(&mut self) {
-        let target = CString::new(self.dir.path().to_str().unwrap()).unwrap();
-        // SAFETY: unmounting what we mounted; lazily if a reader holds it.
-        unsafe { libc::umount2(target.as_ptr(), libc::MNT_DETACH) };
-    }
-}
-
-/// Every file under `dir` (recursive).
-fn files_under(dir: &Path) -> Vec<PathBuf> {
-    let mut out = Vec::new();
-    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
-        let p = e.path();
-        if p.is_dir() {
-            out.extend(files_under(&p));
-        } else {
-            out.push(p);
-        }
-    }
-    out
-}
+use xrunbench_test_support::disk::{files_under, SmallDisk};
 
 #[test]
 fn a_full_disk_reports_the_first_error_records_the_outcome_and_leaves_no_temporary() {
-    if !is_root() {
-        return;
-    }
+    xrunbench_test_support::skip_unless_root!();
     let dir = tempfile::tempdir().unwrap();
     // Room for run.json (and the room it sets aside for its outcome) and
     // a trial or two, not for six trials.

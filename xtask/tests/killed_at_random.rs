@@ -33,11 +33,6 @@ const RR: &str = "kernel.sched_rr_timeslice_ms";
 const AG: &str = "kernel.sched_autogroup_enabled";
 const MOMENTS: usize = 20;
 
-fn is_root() -> bool {
-    // SAFETY: geteuid cannot fail.
-    unsafe { libc::geteuid() == 0 }
-}
-
 /// The knobs as they are when no trial holds the machine: read under the
 /// machine lock, so another trial on this machine (other tests, other
 /// worktrees) is never caught with its own values applied.
@@ -334,28 +329,24 @@ fn stopped_at_random(how: Stop, salt: u64) {
 
 #[test]
 fn sigkill_of_the_runner_at_random_moments_then_restore() {
-    if is_root() {
-        stopped_at_random(Stop::KillRunner, 1);
-    }
+    xrunbench_test_support::skip_unless_root!();
+    stopped_at_random(Stop::KillRunner, 1);
 }
 
 #[test]
 fn sigkill_of_the_trial_alone_at_random_moments_then_restore() {
-    if is_root() {
-        stopped_at_random(Stop::KillTrial, 2);
-    }
+    xrunbench_test_support::skip_unless_root!();
+    stopped_at_random(Stop::KillTrial, 2);
 }
 
 #[test]
 fn sigint_at_random_moments() {
-    if is_root() {
-        stopped_at_random(Stop::Signal(libc::SIGINT), 3);
-    }
+    xrunbench_test_support::skip_unless_root!();
+    stopped_at_random(Stop::Signal(libc::SIGINT), 3);
 }
 
 #[test]
 fn sigterm_at_random_moments() {
-    if is_root() {
-        stopped_at_random(Stop::Signal(libc::SIGTERM), 4);
-    }
+    xrunbench_test_support::skip_unless_root!();
+    stopped_at_random(Stop::Signal(libc::SIGTERM), 4);
 }

@@ -118,9 +118,7 @@ impl Drop for SwitchedOn {
 
 #[test]
 fn labgrid_power_cycles_a_lost_board_and_the_trial_runs_again() {
-    if !is_root() {
-        return;
-    }
+    xrunbench_test_support::skip_unless_root!();
     let bin = labgrid_bin();
     let dir = tempfile::tempdir().unwrap();
     let mut board = board("");

@@ -18,12 +18,6 @@ use std::path::{Path, PathBuf};
 use lava_support::*;
 use xrunbench_soundserver::TestBoard;
 
-/// Root runs lava-run and the board's sshd.
-fn is_root() -> bool {
-    // SAFETY: geteuid cannot fail.
-    unsafe { libc::geteuid() == 0 }
-}
-
 /// Two configurations × two trials, short, on the virtual sink under a
 /// small load, with one gate that passes and one that cannot (a hackbench
 /// round never takes 0 ms), and one against the baseline.
@@ -115,9 +109,7 @@ fn generate(dir: &Path) -> (PathBuf, HttpServer) {
 /// at its deploy, with ssh's words in the log, and nothing of it runs.
 #[test]
 fn a_lava_job_never_reaches_a_board_whose_host_key_is_not_known() {
-    if !is_root() {
-        return;
-    }
+    xrunbench_test_support::skip_unless_root!();
     let dir = tempfile::tempdir().unwrap();
     let (gen, _http) = generate(dir.path());
     let board = TestBoard::start().expect("the test board (a private sshd) starts");
@@ -151,9 +143,7 @@ fn a_lava_job_never_reaches_a_board_whose_host_key_is_not_known() {
 
 #[test]
 fn a_lava_job_reports_every_metric_and_comes_back_as_a_run() {
-    if !is_root() {
-        return;
-    }
+    xrunbench_test_support::skip_unless_root!();
     let dir = tempfile::tempdir().unwrap();
     let (gen, http) = generate(dir.path());
     let definition = std::fs::read_to_string(gen.join("xrunbench-lavarun.yaml")).unwrap();

@@ -22,11 +22,6 @@ use support::*;
 const RR: &str = "kernel.sched_rr_timeslice_ms";
 const AG: &str = "kernel.sched_autogroup_enabled";
 
-fn is_root() -> bool {
-    // SAFETY: geteuid cannot fail.
-    unsafe { libc::geteuid() == 0 }
-}
-
 /// A scenario on the virtual sink whose config `a` changes both sysctls.
 fn knob_scenario(dir: &Path, name: &str, duration: &str, trials: u32, load: bool) -> PathBuf {
     let rr = other_timeslice(&sysctl(RR));
@@ -121,9 +116,7 @@ fn played_wav(record: &serde_json::Value) -> PathBuf {
 
 #[test]
 fn end_to_end_two_configs_two_trials_restores_and_records() {
-    if !is_root() {
-        return;
-    }
+    xrunbench_test_support::skip_unless_root!();
     let _g = knob_lock();
     let before = snapshot();
     let dir = tempfile::tempdir().unwrap();
@@ -178,9 +171,7 @@ fn end_to_end_two_configs_two_trials_restores_and_records() {
 
 #[test]
 fn failing_trial_restores_knobs_and_keeps_it_out_of_the_table() {
-    if !is_root() {
-        return;
-    }
+    xrunbench_test_support::skip_unless_root!();
     let _g = knob_lock();
     let before = snapshot();
     let dir = tempfile::tempdir().unwrap();
@@ -201,9 +192,7 @@ fn failing_trial_restores_knobs_and_keeps_it_out_of_the_table() {
 
 #[test]
 fn player_that_cannot_open_its_device_fails_the_run_cleanly() {
-    if !is_root() {
-        return;
-    }
+    xrunbench_test_support::skip_unless_root!();
     let _g = knob_lock();
     let before = snapshot();
     let dir = tempfile::tempdir().unwrap();
@@ -226,9 +215,7 @@ fn player_that_cannot_open_its_device_fails_the_run_cleanly() {
 
 #[test]
 fn panic_restores_knobs() {
-    if !is_root() {
-        return;
-    }
+    xrunbench_test_support::skip_unless_root!();
     let _g = knob_lock();
     let before = snapshot();
     let dir = tempfile::tempdir().unwrap();
@@ -291,23 +278,19 @@ fn interrupted_by(signal: libc::c_int, group: bool) {
 
 #[test]
 fn sigint_to_the_group_restores_knobs_keeps_finished_trials_and_exits_130() {
-    if is_root() {
-        interrupted_by(libc::SIGINT, true);
-    }
+    xrunbench_test_support::skip_unless_root!();
+    interrupted_by(libc::SIGINT, true);
 }
 
 #[test]
 fn sigterm_to_the_runner_restores_knobs_keeps_finished_trials_and_exits_130() {
-    if is_root() {
-        interrupted_by(libc::SIGTERM, false);
-    }
+    xrunbench_test_support::skip_unless_root!();
+    interrupted_by(libc::SIGTERM, false);
 }
 
 #[test]
 fn sigkilled_runner_its_trial_sees_stdin_close_and_restores_itself() {
-    if !is_root() {
-        return;
-    }
+    xrunbench_test_support::skip_unless_root!();
     let _g = knob_lock();
     let before = snapshot();
     let dir = tempfile::tempdir().unwrap();
@@ -330,9 +313,7 @@ fn sigkilled_runner_its_trial_sees_stdin_close_and_restores_itself() {
 
 #[test]
 fn sigkilled_trial_is_lost_and_the_runner_replays_its_journal() {
-    if !is_root() {
-        return;
-    }
+    xrunbench_test_support::skip_unless_root!();
     let _g = knob_lock();
     let before = snapshot();
     let dir = tempfile::tempdir().unwrap();
@@ -399,9 +380,7 @@ fn tones() -> Vec<PathBuf> {
 
 #[test]
 fn after_sigkill_restore_replays_the_journal() {
-    if !is_root() {
-        return;
-    }
+    xrunbench_test_support::skip_unless_root!();
     let _g = knob_lock();
     let dir = tempfile::tempdir().unwrap();
     let (_res, before, tone) = killed_run(dir.path());
@@ -425,9 +404,7 @@ fn after_sigkill_restore_replays_the_journal() {
 
 #[test]
 fn after_sigkill_the_next_run_replays_the_journal_first() {
-    if !is_root() {
-        return;
-    }
+    xrunbench_test_support::skip_unless_root!();
     let _g = knob_lock();
     let dir = tempfile::tempdir().unwrap();
     let (_res, before, tone) = killed_run(dir.path());
@@ -451,9 +428,7 @@ fn after_sigkill_the_next_run_replays_the_journal_first() {
 
 #[test]
 fn value_the_kernel_does_not_keep_fails_validation_and_changes_nothing() {
-    if !is_root() {
-        return;
-    }
+    xrunbench_test_support::skip_unless_root!();
     let _g = knob_lock();
     let before = snapshot();
     let dir = tempfile::tempdir().unwrap();

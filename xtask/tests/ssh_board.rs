@@ -38,9 +38,7 @@ fn table_rows(text: &str) -> Vec<String> {
 
 #[test]
 fn a_scenario_runs_on_the_board_with_the_same_table_as_here() {
-    if !is_root() {
-        return;
-    }
+    xrunbench_test_support::skip_unless_root!();
     let board = board("");
     let dir = tempfile::tempdir().unwrap();
     let local_file = support::scenario(dir.path(), "twoplaces", &base_scenario("twoplaces"));
@@ -146,9 +144,7 @@ fn a_scenario_runs_on_the_board_with_the_same_table_as_here() {
 
 #[test]
 fn an_unknown_or_changed_host_key_is_refused_with_how_to_check_it() {
-    if !is_root() {
-        return;
-    }
+    xrunbench_test_support::skip_unless_root!();
     let board = board("");
     let dir = tempfile::tempdir().unwrap();
     let empty = dir.path().join("known_hosts.empty");
@@ -203,9 +199,7 @@ fn an_unknown_or_changed_host_key_is_refused_with_how_to_check_it() {
 
 #[test]
 fn scenario_values_with_shell_metacharacters_arrive_verbatim() {
-    if !is_root() {
-        return;
-    }
+    xrunbench_test_support::skip_unless_root!();
     let board = board("");
     let dir = tempfile::tempdir().unwrap();
     let marks = dir.path().join("marks");
@@ -294,9 +288,7 @@ fn scenario_values_with_shell_metacharacters_arrive_verbatim() {
 
 #[test]
 fn board_check_prints_what_the_board_offers_against_what_the_scenario_needs() {
-    if !is_root() {
-        return;
-    }
+    xrunbench_test_support::skip_unless_root!();
     let board = board("");
     let dir = tempfile::tempdir().unwrap();
     let rr = support::sysctl("kernel.sched_rr_timeslice_ms");

@@ -80,9 +80,7 @@ fn wait_trial_applied(board: &xrunbench_soundserver::TestBoard, before: &str) ->
 
 #[test]
 fn a_link_cut_mid_trial_restores_the_knob_then_the_trial_runs_again() {
-    if !is_root() {
-        return;
-    }
+    xrunbench_test_support::skip_unless_root!();
     let _g = support::knob_lock();
     let before = support::sysctl(RR);
     let mut board = board("");
@@ -155,9 +153,7 @@ fn a_link_cut_mid_trial_restores_the_knob_then_the_trial_runs_again() {
 
 #[test]
 fn a_board_powered_off_past_the_reconnect_limit_ends_the_run_with_the_finished_trials() {
-    if !is_root() {
-        return;
-    }
+    xrunbench_test_support::skip_unless_root!();
     let _g = support::knob_lock();
     let before = support::sysctl(RR);
     let mut board = board("");
@@ -214,9 +210,7 @@ fn a_board_powered_off_past_the_reconnect_limit_ends_the_run_with_the_finished_t
 
 #[test]
 fn ctrl_c_on_the_host_stops_the_board_trial_which_restores_its_knob() {
-    if !is_root() {
-        return;
-    }
+    xrunbench_test_support::skip_unless_root!();
     let _g = support::knob_lock();
     let before = support::sysctl(RR);
     let board = board("");
@@ -248,9 +242,7 @@ fn ctrl_c_on_the_host_stops_the_board_trial_which_restores_its_knob() {
 
 #[test]
 fn a_trial_past_its_timeout_is_stopped_on_the_board_and_counted_lost() {
-    if !is_root() {
-        return;
-    }
+    xrunbench_test_support::skip_unless_root!();
     let _g = support::knob_lock();
     let before = support::sysctl(RR);
     // Every trial on this board hangs right after applying its knobs.

@@ -136,10 +136,8 @@ fn bad_option_values() {
 
 #[test]
 fn tmpfs_require_refuses_a_file_on_disk() {
-    let dir = std::env::temp_dir();
-    if tmpfs_dir(&dir) {
-        return; // this machine's temp dir is tmpfs: nothing to refuse
-    }
+    xrunbench_test_support::skip_if_cannot!(no_disk_dir());
+    let dir = disk_dir();
     let wav = tone_in(&dir, spec16(), 0.1);
     expect_error(
         &[
@@ -152,10 +150,6 @@ fn tmpfs_require_refuses_a_file_on_disk() {
         2,
         &["not on tmpfs"],
     );
-}
-
-fn tmpfs_dir(p: &Path) -> bool {
-    xrunbench_player::is_on_tmpfs(p).unwrap()
 }
 
 fn spec16() -> hound::WavSpec {
@@ -178,10 +172,8 @@ fn shm_copies_of(pid: u32) -> Vec<String> {
 
 #[test]
 fn a_file_on_disk_is_copied_to_tmpfs_and_the_copy_removed() {
-    let dir = std::env::temp_dir();
-    if tmpfs_dir(&dir) {
-        return;
-    }
+    xrunbench_test_support::skip_if_cannot!(no_disk_dir());
+    let dir = disk_dir();
     let wav = tone_in(&dir, spec16(), 0.2);
     let mut cmd = player();
     let (_, report) = play(

@@ -14,6 +14,7 @@ use std::time::Duration;
 
 use common::*;
 use xrunbench_schema::player::EndReason;
+use xrunbench_test_support::SmallDisk;
 
 /// Runs the player, expects `code` and a single stderr line containing
 /// every one of `needles`.
@@ -34,11 +35,6 @@ fn shm_copies_of(pid: u32) -> Vec<String> {
         .map(|e| e.file_name().to_string_lossy().into_owned())
         .filter(|n| n.starts_with(&format!("xrun-player-{pid}-")))
         .collect()
-}
-
-fn is_root() -> bool {
-    // SAFETY: geteuid cannot fail.
-    unsafe { libc::geteuid() == 0 }
 }
 
 #[test]
@@ -224,45 +220,12 @@ impl CharDevice for std::fs::FileType {
     }
 }
 
-/// A tmpfs of `size` bytes over a fresh directory; unmounted on drop.
-struct SmallDisk(tempfile::TempDir);
-
-impl SmallDisk {
-    fn mount(size: u64) -> SmallDisk {
-        let dir = tempfile::tempdir().unwrap();
-        let target = std::ffi::CString::new(dir.path().to_str().unwrap()).unwrap();
-        let opts = std::ffi::CString::new(format!("size={size}")).unwrap();
-        // SAFETY: valid NUL-terminated strings; a plain tmpfs mount.
-        let rc = unsafe {
-            libc::mount(
-                c"tmpfs".as_ptr(),
-                target.as_ptr(),
-                c"tmpfs".as_ptr(),
-                0,
-                opts.as_ptr().cast(),
-            )
-        };
-        assert_eq!(rc, 0, "{}", std::io::Error::last_os_error());
-        SmallDisk(dir)
-    }
-}
-
-impl Drop for SmallDisk {
-    fn drop(&mut self) {
-        let target = std::ffi::CString::new(self.0.path().to_str().unwrap()).unwrap();
-        // SAFETY: unmounting what we mounted.
-        unsafe { libc::umount2(target.as_ptr(), libc::MNT_DETACH) };
-    }
-}
-
 #[test]
 fn a_report_that_cannot_be_written_at_the_end_keeps_the_summary_and_says_where_it_is() {
-    if !is_root() {
-        return;
-    }
+    xrunbench_test_support::skip_unless_root!();
     let disk = SmallDisk::mount(64 * 1024);
     let wav = tone(1.0);
-    let dest = disk.0.path().join("r.json");
+    let dest = disk.path().join("r.json");
     let child = player()
         .args(["--backend", "virtual", "--duration", "1", "--json"])
         .arg(&dest)
@@ -272,7 +235,7 @@ fn a_report_that_cannot_be_written_at_the_end_keeps_the_summary_and_says_where_i
         .unwrap();
     // The destination was checked when playing began; now the disk fills.
     std::thread::sleep(Duration::from_millis(300));
-    let filler = disk.0.path().join("filler");
+    let filler = disk.path().join("filler");
     let _ = std::fs::write(&filler, vec![1u8; 128 * 1024]);
     let out = child.wait_with_output().unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
@@ -290,10 +253,6 @@ fn a_report_that_cannot_be_written_at_the_end_keeps_the_summary_and_says_where_i
 
 #[test]
 fn copies_left_by_a_killed_player_are_swept_by_the_next() {
-    let dir = std::env::temp_dir();
-    if xrunbench_player::is_on_tmpfs(&dir).unwrap() {
-        return;
-    }
     // Above the kernel's pid_max: never a live process.
     let stale = Path::new("/dev/shm").join("xrun-player-4194305-song.wav");
     std::fs::write(&stale, b"left by a SIGKILL").unwrap();
@@ -307,16 +266,14 @@ fn copies_left_by_a_killed_player_are_swept_by_the_next() {
 
 #[test]
 fn a_huge_sparse_file_is_copied_only_as_far_as_it_plays() {
-    let dir = std::env::temp_dir();
-    if xrunbench_player::is_on_tmpfs(&dir).unwrap() {
-        return;
-    }
+    xrunbench_test_support::skip_if_cannot!(no_disk_dir());
+    let dir = disk_dir();
     // 2 GB of data, nearly all of it a hole.
     let mut bytes = wav_bytes(1, 2, 48_000, 16, &[0; 4]);
     let data_len: u32 = 2_000_000_000;
     // The data chunk's size field: bytes 40..44 of the canonical header.
     bytes[40..44].copy_from_slice(&data_len.to_le_bytes());
-    let f = bytes_file(&bytes);
+    let f = bytes_file_in(&dir, &bytes);
     let file = std::fs::OpenOptions::new().write(true).open(&f.0).unwrap();
     file.set_len(44 + u64::from(data_len)).unwrap();
     let mut cmd = player();

@@ -489,10 +489,10 @@ mod tests {
     #[test]
     fn board_starts_and_lets_a_checked_client_in() {
         use std::io::{BufRead, BufReader};
-        if !Path::new(SSHD_PATH).is_file() {
-            eprintln!("sshd not installed (openssh-server): skipped");
-            return;
-        }
+        xrunbench_test_support::skip_unless!(
+            Path::new(SSHD_PATH).is_file(),
+            "sshd not installed (openssh-server; cargo xtask test installs it)"
+        );
         let board = TestBoard::start().expect("test board starts");
         let mut cmd = Command::new("ssh");
         cmd.args([
@@ -536,10 +536,10 @@ mod tests {
     /// there again.
     #[test]
     fn board_powers_off_and_on_on_the_same_port() {
-        if !Path::new(SSHD_PATH).is_file() {
-            eprintln!("sshd not installed (openssh-server): skipped");
-            return;
-        }
+        xrunbench_test_support::skip_unless!(
+            Path::new(SSHD_PATH).is_file(),
+            "sshd not installed (openssh-server; cargo xtask test installs it)"
+        );
         let mut board = TestBoard::start().expect("test board starts");
         let port = board.port();
         assert!(board.banner());

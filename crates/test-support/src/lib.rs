@@ -4,8 +4,10 @@
 //!
 //! This crate is a dev-dependency only: nothing in it ships in a binary.
 
+pub mod disk;
 pub mod skip;
 
+pub use disk::SmallDisk;
 pub use skip::{is_root, skipped};
 
 /// The path of the test function this macro is expanded in
@@ -37,6 +39,18 @@ macro_rules! skip_unless {
     ($cond:expr, $($reason:tt)+) => {
         if !$cond {
             $crate::skipped($crate::test_name!(), &::std::format!($($reason)+));
+            return;
+        }
+    };
+}
+
+/// Ends the calling test, visibly, when `$why` (an `Option<String>`: the
+/// reason the machine cannot run it) is `Some`; as [`skip_unless!`].
+#[macro_export]
+macro_rules! skip_if_cannot {
+    ($why:expr) => {
+        if let Some(why) = $why {
+            $crate::skipped($crate::test_name!(), &why);
             return;
         }
     };

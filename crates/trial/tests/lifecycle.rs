@@ -21,11 +21,6 @@ use serde_json::{json, Value};
 
 const RR: &str = "/proc/sys/kernel/sched_rr_timeslice_ms";
 
-fn is_root() -> bool {
-    // SAFETY: geteuid cannot fail.
-    unsafe { libc::geteuid() == 0 }
-}
-
 /// Tests that change real knobs take this, so one test's "value found" is
 /// never another's "value applied".
 fn knob_lock() -> MutexGuard<'static, ()> {
@@ -211,9 +206,7 @@ fn cut_off(cut: Cut) -> (Output, String) {
 
 #[test]
 fn sighup_restores_the_knob_and_reaps_the_children() {
-    if !is_root() {
-        return;
-    }
+    xrunbench_test_support::skip_unless_root!();
     let (out, stderr) = cut_off(Cut::Sighup);
     let record: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(
@@ -226,18 +219,14 @@ fn sighup_restores_the_knob_and_reaps_the_children() {
 
 #[test]
 fn closed_stdout_restores_the_knob_and_reaps_the_children() {
-    if !is_root() {
-        return;
-    }
+    xrunbench_test_support::skip_unless_root!();
     let (_, stderr) = cut_off(Cut::CloseStdout);
     assert!(stderr.contains("interrupted (stdout closed)"), "{stderr}");
 }
 
 #[test]
 fn closed_stdin_restores_the_knob_and_reaps_the_children() {
-    if !is_root() {
-        return;
-    }
+    xrunbench_test_support::skip_unless_root!();
     let (out, stderr) = cut_off(Cut::CloseStdin);
     let record: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(record["outcome"]["by"], "stdin closed", "{stderr}");
@@ -255,9 +244,7 @@ fn journals() -> Vec<PathBuf> {
 
 #[test]
 fn sigkill_leaves_a_journal_that_restore_replays() {
-    if !is_root() {
-        return;
-    }
+    xrunbench_test_support::skip_unless_root!();
     let _g = knob_lock();
     let before = read(RR);
     let work = tempfile::tempdir().unwrap();
@@ -282,9 +269,7 @@ fn sigkill_leaves_a_journal_that_restore_replays() {
 
 #[test]
 fn a_value_the_kernel_does_not_keep_fails_check_and_run() {
-    if !is_root() {
-        return;
-    }
+    xrunbench_test_support::skip_unless_root!();
     let _g = knob_lock();
     let before = read(RR);
     let work = tempfile::tempdir().unwrap();

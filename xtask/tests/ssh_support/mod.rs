@@ -16,13 +16,6 @@ use xrunbench_soundserver::TestBoard;
 
 use crate::support;
 
-/// Root runs the board's sshd (and may log in as itself) and changes
-/// knobs; without it these tests skip themselves.
-pub fn is_root() -> bool {
-    // SAFETY: geteuid cannot fail.
-    unsafe { libc::geteuid() == 0 }
-}
-
 /// A fresh test board; `extra`: sshd_config lines.
 pub fn board(extra: &str) -> TestBoard {
     TestBoard::start_with(extra).expect("the test board (a private sshd) starts")

@@ -101,9 +101,32 @@ pub fn tone(seconds: f64) -> TempFile {
 
 /// A file with these exact bytes.
 pub fn bytes_file(bytes: &[u8]) -> TempFile {
-    let path = unique(&std::env::temp_dir(), "bytes.wav");
+    bytes_file_in(&std::env::temp_dir(), bytes)
+}
+
+/// A file in `dir` with these exact bytes.
+pub fn bytes_file_in(dir: &Path, bytes: &[u8]) -> TempFile {
+    let path = unique(dir, "bytes.wav");
     std::fs::write(&path, bytes).unwrap();
     TempFile(path)
+}
+
+/// Why no directory on a disk (not tmpfs) is to be had here; `None` when
+/// [`disk_dir`] is one. The temporary directory may well be tmpfs; the
+/// target directory's scratch space rarely is.
+pub fn no_disk_dir() -> Option<String> {
+    let dir = disk_dir();
+    xrunbench_player::is_on_tmpfs(&dir)
+        .unwrap()
+        .then(|| format!("{} is on tmpfs: no disk to copy from", dir.display()))
+}
+
+/// Cargo's scratch directory for this crate's tests, for files the player
+/// must find on a disk (see [`no_disk_dir`]).
+pub fn disk_dir() -> PathBuf {
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
 }
 
 /// The player binary.
