@@ -16,27 +16,38 @@ use xrunbench_test_support::disk::{files_under, SmallDisk};
 fn a_full_disk_reports_the_first_error_records_the_outcome_and_leaves_no_temporary() {
     xrunbench_test_support::skip_unless_root!();
     let dir = tempfile::tempdir().unwrap();
-    // Room for run.json (and the room it sets aside for its outcome) and
-    // a trial or two, not for six trials.
-    let disk = SmallDisk::mount(72 * 1024);
+    // The disk has room for everything at first and fills up the moment
+    // the first trial's record is kept: however much a trial writes on
+    // this machine (its load's rounds follow the machine's speed), one
+    // trial is kept and a later one cannot be written. Twenty trials are
+    // planned, so a test that notices the record late still fills the
+    // disk long before the run could end.
+    let disk = SmallDisk::mount(8 << 20);
+    let results = disk.path().join("results");
     let s = scenario(
         dir.path(),
         "full",
-        "name = \"full\"\ntrials = 3\nduration = \"1s\"\nwarmup = \"0s\"\n\
+        "name = \"full\"\ntrials = 10\nduration = \"1s\"\nwarmup = \"0s\"\n\
          [audio]\ngenerate = { seconds = 1, rate = 8000, channels = 1 }\nbackend = \"virtual\"\n\
          [load]\nhackbench = { groups = 1, fds = 2, loops = 2000 }\n\
          [[config]]\nname = \"a\"\n[[config]]\nname = \"b\"\n",
     );
-    let out = xtask()
+    let mut child = xtask()
         .args(["run", s.to_str().unwrap(), "--results-dir"])
-        .arg(disk.path())
+        .arg(&results)
         .arg("--bin-dir")
         .arg(bin_dir())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
-        .output()
+        .spawn()
         .unwrap();
+    let filled = fill_when_kept(&disk, &results, "a-1.json", &mut child);
+    let out = child.wait_with_output().unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        filled,
+        "the run ended before its first trial was kept:\n{stderr}"
+    );
     assert_eq!(out.status.code(), Some(1), "{stderr}");
     // The first error line is what went wrong first: a trial whose files
     // did not fit, named, with the cause.
@@ -49,7 +60,7 @@ fn a_full_disk_reports_the_first_error_records_the_outcome_and_leaves_no_tempora
         "first error: {first}\n{stderr}"
     );
     // Its outcome is recorded: in run.json, or where the runner said.
-    let runs = find_named(disk.path(), "run.json");
+    let runs = find_named(&results, "run.json");
     assert_eq!(runs.len(), 1, "{stderr}");
     let text = std::fs::read_to_string(&runs[0]).unwrap();
     let run: serde_json::Value = serde_json::from_str(&text).unwrap();
@@ -63,10 +74,10 @@ fn a_full_disk_reports_the_first_error_records_the_outcome_and_leaves_no_tempora
     );
     // No temporary, no scratch file, no room still set aside: nothing
     // hidden at all.
-    let tmp: Vec<_> = files_under(disk.path())
+    let tmp: Vec<_> = files_under(&results)
         .into_iter()
         .filter(|p| {
-            let rel = p.strip_prefix(disk.path()).unwrap().to_string_lossy();
+            let rel = p.strip_prefix(&results).unwrap().to_string_lossy();
             rel.contains(".tmp") || rel.starts_with('.') || rel.contains("/.")
         })
         .collect();
@@ -82,4 +93,32 @@ fn a_full_disk_reports_the_first_error_records_the_outcome_and_leaves_no_tempora
         "{}",
         String::from_utf8_lossy(&cmp.stderr)
     );
+}
+
+/// Waits until a record named `name` is kept under `results` (an atomic
+/// rename: it is whole), then fills the disk to the last byte; returns
+/// false when `child` (the run) ended first.
+fn fill_when_kept(
+    disk: &SmallDisk,
+    results: &std::path::Path,
+    name: &str,
+    child: &mut std::process::Child,
+) -> bool {
+    loop {
+        if !find_named(results, name).is_empty() {
+            break;
+        }
+        if child.try_wait().unwrap().is_some() {
+            return false;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    use std::io::Write;
+    let mut ballast = std::fs::File::create(disk.path().join("ballast")).unwrap();
+    let chunk = vec![0xa5u8; 64 * 1024];
+    // Whole chunks, then what is left byte by byte: nothing stays free.
+    while ballast.write_all(&chunk).is_ok() {}
+    while ballast.write_all(&[0xa5]).is_ok() {}
+    assert_eq!(disk.free(), 0, "the disk is full");
+    true
 }

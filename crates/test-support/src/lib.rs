@@ -4,10 +4,21 @@
 //!
 //! This crate is a dev-dependency only: nothing in it ships in a binary.
 
+pub mod boards;
 pub mod disk;
 pub mod skip;
 
 pub use disk::SmallDisk;
+
+use std::sync::{Mutex, MutexGuard};
+
+/// Tests that change real knobs take this, so one test's "value found"
+/// is never another's "value applied" (test binaries run one at a time;
+/// this orders the tests of one binary).
+pub fn knob_lock() -> MutexGuard<'static, ()> {
+    static LOCK: Mutex<()> = Mutex::new(());
+    LOCK.lock().unwrap_or_else(|p| p.into_inner())
+}
 pub use skip::{is_root, skipped};
 
 /// The path of the test function this macro is expanded in

@@ -276,9 +276,11 @@ fn trial(
     Ok(())
 }
 
-/// Test hook: `XRUNBENCH_FAULT=panic` panics, `=error` fails and `=sleep`
-/// waits (until stopped) right after the knobs were applied and the
-/// monitor and trace started, so tests can prove those paths restore them.
+/// Test hook (feature `fault-injection`, never in a release build):
+/// `XRUNBENCH_FAULT=panic` panics, `=error` fails and `=sleep` waits
+/// (until stopped) right after the knobs were applied and the monitor and
+/// trace started, so tests can prove those paths restore them.
+#[cfg(feature = "fault-injection")]
 fn fault_injection_point() -> Result<(), Stop> {
     match std::env::var("XRUNBENCH_FAULT").as_deref() {
         Ok("panic") => panic!("XRUNBENCH_FAULT=panic: injected panic after applying knobs"),
@@ -291,6 +293,13 @@ fn fault_injection_point() -> Result<(), Stop> {
         }
         _ => Ok(()),
     }
+}
+
+/// Without the `fault-injection` feature there is no hook: the variable
+/// means nothing.
+#[cfg(not(feature = "fault-injection"))]
+fn fault_injection_point() -> Result<(), Stop> {
+    Ok(())
 }
 
 fn command_line(bin: &Path, args: &[String]) -> Vec<String> {

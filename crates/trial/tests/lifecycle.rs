@@ -14,54 +14,17 @@
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
-use std::sync::{Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, Instant};
+use xrunbench_test_support::boards::bin_dir;
+use xrunbench_test_support::knob_lock;
 
 use serde_json::{json, Value};
 
 const RR: &str = "/proc/sys/kernel/sched_rr_timeslice_ms";
 
-/// Tests that change real knobs take this, so one test's "value found" is
-/// never another's "value applied".
-fn knob_lock() -> MutexGuard<'static, ()> {
-    static LOCK: Mutex<()> = Mutex::new(());
-    LOCK.lock().unwrap_or_else(|p| p.into_inner())
-}
-
-fn workspace() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../..")
-        .canonicalize()
-        .unwrap()
-}
-
-/// Release xrun-trial, xrun-player and xrun-hackbench, built once, with the
-/// features the runner's tests use (one feature set: no test rebuilds a
-/// binary another runs).
-fn bin_dir() -> PathBuf {
-    static DIR: OnceLock<PathBuf> = OnceLock::new();
-    DIR.get_or_init(|| {
-        let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-        let status = Command::new(cargo)
-            .current_dir(workspace())
-            .args(["build", "--release", "--quiet"])
-            .args(["-p", "xrunbench-trial", "-p", "xrunbench-player"])
-            .args(["-p", "xrunbench-hackbench"])
-            .args(["--features", "xrunbench-player/cpal-jack"])
-            .status()
-            .expect("cargo runs");
-        assert!(status.success(), "building the board binaries failed");
-        std::env::var_os("CARGO_TARGET_DIR")
-            .map(PathBuf::from)
-            .unwrap_or_else(|| workspace().join("target"))
-            .join("release")
-    })
-    .clone()
-}
-
 /// The xrun-trial under test, with the player and hackbench from `bin_dir`.
 fn xrun_trial() -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_xrun-trial"));
+    let mut c = Command::new(bin_dir().join("xrun-trial"));
     c.arg("--bin-dir").arg(bin_dir());
     c
 }

@@ -16,10 +16,10 @@
 //! They need root (SCHED_FIFO, tracefs) and two CPUs, and skip otherwise.
 
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command, Output, Stdio};
-use std::sync::OnceLock;
 use std::time::{Duration, Instant};
+use xrunbench_test_support::boards::bin_dir;
 use xrunbench_test_support::is_root;
 
 use serde_json::{json, Value};
@@ -50,37 +50,8 @@ fn cannot_run() -> Option<String> {
     None
 }
 
-fn workspace() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../..")
-        .canonicalize()
-        .unwrap()
-}
-
-/// Release player and hackbench (the same build as the lifecycle tests).
-fn bin_dir() -> PathBuf {
-    static DIR: OnceLock<PathBuf> = OnceLock::new();
-    DIR.get_or_init(|| {
-        let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-        let status = Command::new(cargo)
-            .current_dir(workspace())
-            .args(["build", "--release", "--quiet"])
-            .args(["-p", "xrunbench-trial", "-p", "xrunbench-player"])
-            .args(["-p", "xrunbench-hackbench"])
-            .args(["--features", "xrunbench-player/cpal-jack"])
-            .status()
-            .expect("cargo runs");
-        assert!(status.success(), "building the board binaries failed");
-        std::env::var_os("CARGO_TARGET_DIR")
-            .map(PathBuf::from)
-            .unwrap_or_else(|| workspace().join("target"))
-            .join("release")
-    })
-    .clone()
-}
-
 fn xrun_trial() -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_xrun-trial"));
+    let mut c = Command::new(bin_dir().join("xrun-trial"));
     c.arg("--bin-dir").arg(bin_dir());
     c
 }

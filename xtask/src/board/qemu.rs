@@ -277,8 +277,33 @@ pub fn smoke(built: &Built, scratch: &Path) -> Result<Vec<CheckResult>> {
     check("xrun-trial probe", &|| {
         check_probe(&run(&trial, &["probe"])?, built.arch, &built.dir)
     });
+    check(
+        "xrun-trial (release) holds no fault-injection hook",
+        &|| release_has_no_fault_hook(&trial),
+    );
     Ok(results)
 }
+
+/// The release `xrun-trial` has no fault-injection hook: its bytes do not
+/// hold the variable's name, which the hook (feature `fault-injection`)
+/// reads. (A trial cannot run under qemu-user, which does not follow
+/// `xrun-trial`'s exec of the player; the suite runs a release trial with
+/// the variable set on this machine instead, in `xtask/tests/faults.rs`.)
+fn release_has_no_fault_hook(trial: &Path) -> Result<()> {
+    let bytes = fs::read(trial)?;
+    ensure!(
+        !bytes
+            .windows(FAULT_ENV.len())
+            .any(|w| w == FAULT_ENV.as_bytes()),
+        "{} holds the string {FAULT_ENV}: the fault-injection feature is in a release build",
+        trial.display()
+    );
+    Ok(())
+}
+
+/// The variable the suite's own `xrun-trial` builds obey (feature
+/// `fault-injection`), and release builds must not.
+const FAULT_ENV: &str = "XRUNBENCH_FAULT";
 
 /// Checks `xrun-trial probe`'s document: ours, from a machine of `arch`
 /// (qemu-user reports the emulated one), and finding its two siblings in

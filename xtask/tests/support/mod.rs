@@ -6,22 +6,10 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
-use std::sync::{Mutex, MutexGuard, OnceLock};
 
-/// Tests that change real knobs take this, so one test's "value found"
-/// is never another's "value applied".
-pub fn knob_lock() -> MutexGuard<'static, ()> {
-    static LOCK: Mutex<()> = Mutex::new(());
-    LOCK.lock().unwrap_or_else(|p| p.into_inner())
-}
-
-/// The workspace root.
-pub fn workspace() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .unwrap()
-        .to_path_buf()
-}
+// Each test binary uses its own part of this module.
+#[allow(unused_imports)]
+pub use xrunbench_test_support::{boards::bin_dir, boards::workspace, knob_lock};
 
 /// The xtask binary under test.
 pub fn xtask() -> Command {
@@ -33,44 +21,6 @@ pub fn xtask() -> Command {
 /// Runs xtask with `args`, returning its output.
 pub fn run_xtask(args: &[&str]) -> Output {
     xtask().args(args).output().expect("xtask runs")
-}
-
-/// The player features the suite's board binaries are built with: the
-/// JACK host, for the cpal scenario test (one feature set for every test
-/// binary, so no test rebuilds a binary another is running).
-pub const BOARD_FEATURES: &str = "xrunbench-player/cpal-jack";
-
-/// Directory of release xrun-trial / xrun-player / xrun-hackbench, built
-/// once per test binary, the way the runner itself builds them (same
-/// cargo, same target dir).
-pub fn bin_dir() -> PathBuf {
-    static DIR: OnceLock<PathBuf> = OnceLock::new();
-    DIR.get_or_init(|| {
-        let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-        let status = Command::new(cargo)
-            .current_dir(workspace())
-            .args([
-                "build",
-                "--release",
-                "--quiet",
-                "-p",
-                "xrunbench-trial",
-                "-p",
-                "xrunbench-player",
-                "-p",
-                "xrunbench-hackbench",
-                "--features",
-                BOARD_FEATURES,
-            ])
-            .status()
-            .expect("cargo runs");
-        assert!(status.success(), "building the board binaries failed");
-        let target = std::env::var_os("CARGO_TARGET_DIR")
-            .map(PathBuf::from)
-            .unwrap_or_else(|| workspace().join("target"));
-        target.join("release")
-    })
-    .clone()
 }
 
 /// Runs xtask with `args` and `--bin-dir` (the suite's board binaries).
