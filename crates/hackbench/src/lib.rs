@@ -41,6 +41,7 @@
 pub mod cli;
 mod fdpair;
 mod process;
+pub mod rounds;
 pub mod shared;
 pub mod stop;
 mod sys;
@@ -483,11 +484,12 @@ impl Ended {
     }
 }
 
-/// What [`run_for`] did: every completed round, and why it ended.
+/// What [`run_for`] did: every completed round counted (a bounded,
+/// evenly spread sample of them kept), and why it ended.
 #[derive(Debug)]
 pub struct RunSummary {
-    /// The completed rounds, in order.
-    pub rounds: Vec<RoundResult>,
+    /// The completed rounds.
+    pub rounds: rounds::RoundLog,
     /// Why it ended.
     pub ended: Ended,
 }
@@ -505,12 +507,12 @@ pub fn run_for(
         (None, None) => Some(1),
         (r, _) => r,
     };
-    let mut rounds = Vec::new();
+    let mut rounds = rounds::RoundLog::default();
     let ended = loop {
         if stop::stop_requested() {
             break Ended::Signal;
         }
-        if max_rounds.is_some_and(|n| rounds.len() as u64 >= n) {
+        if max_rounds.is_some_and(|n| rounds.completed() >= n) {
             break Ended::Rounds;
         }
         if limit.duration.is_some_and(|d| begin.elapsed() >= d) {

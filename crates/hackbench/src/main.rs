@@ -85,7 +85,7 @@ fn finish(prog: &str, summary: &RunSummary) -> ExitCode {
         Ended::Signal => {
             eprintln!(
                 "{prog}: stopped by signal after {} complete round(s); every worker reaped",
-                summary.rounds.len()
+                summary.rounds.completed()
             );
             ExitCode::SUCCESS
         }

@@ -9,8 +9,10 @@ use xrunbench_schema::hackbench::{
 /// The report of `summary`, run with `opts`.
 pub fn build(opts: &Options, summary: &RunSummary) -> HackbenchReport {
     let p = &opts.params;
-    let rounds: Vec<HackbenchRound> = summary
-        .rounds
+    let log = &summary.rounds;
+    let totals = log.totals();
+    let rounds: Vec<HackbenchRound> = log
+        .kept()
         .iter()
         .map(|r| HackbenchRound {
             us: r.elapsed.as_micros() as u64,
@@ -45,11 +47,13 @@ pub fn build(opts: &Options, summary: &RunSummary) -> HackbenchReport {
             duration_s: opts.duration.map(|d| d.as_secs_f64()),
         },
         rounds_us: rounds.iter().map(|r| r.us).collect(),
-        rounds_completed: rounds.len() as u64,
-        messages: rounds.iter().map(|r| r.messages).sum(),
-        bytes: rounds.iter().map(|r| r.bytes).sum(),
-        voluntary_ctxsw: rounds.iter().map(|r| r.voluntary_ctxsw).sum(),
-        involuntary_ctxsw: rounds.iter().map(|r| r.involuntary_ctxsw).sum(),
+        rounds_completed: totals.rounds,
+        rounds_kept_every: log.every(),
+        rounds_us_total: Some(totals.elapsed_us),
+        messages: totals.messages,
+        bytes: totals.bytes,
+        voluntary_ctxsw: totals.voluntary_ctxsw,
+        involuntary_ctxsw: totals.involuntary_ctxsw,
         ctxsw_source: match p.mode {
             Mode::Process => "wait4-per-worker",
             Mode::Thread => "rusage-thread-per-worker",

@@ -80,10 +80,13 @@ fn run_for_counts_rounds() {
         duration: None,
     };
     let s = run_for(&p, &limit, |_| seen += 1);
-    assert_eq!((s.rounds.len(), seen, s.ended.as_str()), (3, 3, "rounds"));
+    assert_eq!(
+        (s.rounds.completed(), seen, s.ended.as_str()),
+        (3, 3, "rounds")
+    );
     let one = run_for(&p, &Limit::default(), |_| {});
     assert_eq!(
-        one.rounds.len(),
+        one.rounds.completed(),
         1,
         "no limit means plain hackbench: one round"
     );
@@ -174,4 +177,22 @@ fn an_unwritable_report_fails_before_the_load_runs() {
         "{err}"
     );
     assert!(out.stdout.is_empty(), "nothing ran");
+}
+
+#[test]
+fn a_long_load_keeps_a_bounded_evenly_spread_sample_and_exact_totals() {
+    // More rounds than the report keeps: every count stays exact, the
+    // kept rounds are every k-th one.
+    let n = 3000u64;
+    let r = json_of(&["-T", "-g", "1", "-f", "1", "-l", "1", "--repeat", "3000"]);
+    assert_eq!(r.rounds_completed, n);
+    let k = r.rounds_kept_every;
+    assert!(k.is_power_of_two() && k > 1, "k {k}");
+    assert_eq!(r.rounds_us.len() as u64, n.div_ceil(k));
+    assert!(r.rounds_us.len() <= xrunbench_hackbench::rounds::CAP);
+    assert_eq!(r.rounds.len(), r.rounds_us.len());
+    assert_eq!(r.messages, n, "one message per round, all counted");
+    let total = r.rounds_us_total.expect("the exact total");
+    assert!(total >= r.rounds_us.iter().sum::<u64>());
+    assert_eq!(r.round_totals(), Some((n, total)));
 }

@@ -184,11 +184,9 @@ impl Metric {
     pub fn of(self, t: &TrialRecord) -> Option<f64> {
         let p = t.measured()?;
         let minutes = playback_seconds(t) / 60.0;
-        let rounds = t
-            .load
-            .as_ref()
-            .map(|l| &l.rounds_us)
-            .filter(|r| !r.is_empty());
+        // Over every completed round (exact even where the report kept
+        // only a sample of them).
+        let rounds = t.load.as_ref().and_then(|l| l.round_totals());
         let v = match self {
             Metric::Underruns => p.totals.per_minute,
             Metric::GapPerMin => per(p.totals.gap_ms_sum, minutes)?,
@@ -197,15 +195,14 @@ impl Metric {
             Metric::P1Fill => fill(p.fill.count, p.fill.p1)?,
             Metric::P99Late => fill(p.lateness.count, p.lateness.p99)?,
             Metric::HackbenchRound => {
-                let r = rounds?;
-                r.iter().sum::<u64>() as f64 / r.len() as f64 / 1000.0
+                let (n, total_us) = rounds?;
+                total_us as f64 / n as f64 / 1000.0
             }
             Metric::HackbenchRate => {
                 // Rounds run back to back while the player plays, so their
                 // summed time is the load's busy wall time.
-                let r = rounds?;
-                let busy_min = r.iter().sum::<u64>() as f64 / 60e6;
-                per(r.len() as f64, busy_min)?
+                let (n, total_us) = rounds?;
+                per(n as f64, total_us as f64 / 60e6)?
             }
             Metric::PlayerCpu => per(
                 p.process.cpu_user_ms + p.process.cpu_sys_ms,

@@ -211,8 +211,11 @@ fn rounds_cdf(dir: &RunDir) -> Result<Option<String>> {
         .filter_map(|c| {
             let mut merged: BTreeMap<u64, u64> = BTreeMap::new();
             for t in dir.trials_of(c) {
-                for &us in t.load.iter().flat_map(|l| &l.rounds_us) {
-                    *merged.entry(us).or_default() += 1;
+                // A kept round stands for the k rounds of its stretch.
+                for l in t.load.iter() {
+                    for &us in &l.rounds_us {
+                        *merged.entry(us).or_default() += l.rounds_kept_every;
+                    }
                 }
             }
             let n: u64 = merged.values().sum();

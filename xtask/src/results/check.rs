@@ -8,7 +8,7 @@ use std::path::Path;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 use xrunbench_schema::doc::one_line;
-use xrunbench_schema::hackbench::HACKBENCH_SCHEMA;
+use xrunbench_schema::hackbench::{HackbenchReport, HACKBENCH_SCHEMA};
 use xrunbench_schema::player::{PlayerReport, PLAYER_SCHEMA};
 use xrunbench_schema::trial::TrialRecord;
 
@@ -162,6 +162,7 @@ pub fn check_measured(path: &Path, record: &TrialRecord) -> Result<(), LoadError
         if let Some(s) = l.params.duration_s {
             duration(path, "load.params.duration_s", s, Unit::Seconds)?;
         }
+        check_kept_rounds(path, l)?;
         // The rounds ran one after another within one trial: their sum is
         // a duration too (and the tables add them up).
         let total = l
@@ -176,6 +177,49 @@ pub fn check_measured(path: &Path, record: &TrialRecord) -> Result<(), LoadError
                 u64::MAX
             )));
         }
+    }
+    Ok(())
+}
+
+/// A load report's kept rounds agree with its counts: rounds 1, 1+k, 1+2k,
+/// … of `rounds_completed` (k a power of two), each in both lists, all of
+/// them within the exact total.
+fn check_kept_rounds(path: &Path, l: &HackbenchReport) -> Result<(), LoadError> {
+    let fail = |what: String| Err(LoadError(format!("{}: load.{what}", path.display())));
+    let k = l.rounds_kept_every;
+    if !k.is_power_of_two() {
+        return fail(format!(
+            "rounds_kept_every is {k}: expected a power of two (1: every round kept)"
+        ));
+    }
+    // Reports from before rounds were thinned carry neither rule.
+    let Some(total) = l.rounds_us_total else {
+        return Ok(());
+    };
+    if l.rounds.len() != l.rounds_us.len() {
+        return fail(format!(
+            "rounds holds {} rounds and rounds_us {}: expected the same kept rounds in both",
+            l.rounds.len(),
+            l.rounds_us.len()
+        ));
+    }
+    let kept = l.rounds_completed.div_ceil(k);
+    if l.rounds_us.len() as u64 != kept {
+        return fail(format!(
+            "rounds_us holds {} rounds: expected {kept}, every {k}th of {} completed",
+            l.rounds_us.len(),
+            l.rounds_completed
+        ));
+    }
+    let kept_sum = l
+        .rounds_us
+        .iter()
+        .try_fold(0u64, |sum, &us| sum.checked_add(us));
+    if !kept_sum.is_some_and(|s| s <= total) {
+        return fail(format!(
+            "rounds_us_total is {total} us, less than the kept rounds alone: expected the \
+             sum over every completed round"
+        ));
     }
     Ok(())
 }

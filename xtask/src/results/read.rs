@@ -357,6 +357,25 @@ mod tests {
     }
 
     #[test]
+    fn kept_rounds_that_disagree_with_their_counts_are_refused() {
+        let e = error_with(|v| {
+            v["load"]["rounds_completed"] = json!(10);
+            v["load"]["rounds_kept_every"] = json!(4);
+            v["load"]["rounds_us_total"] = json!(50_000_000);
+        });
+        assert!(
+            e.contains("trials/a-2.json: load.rounds_us holds ")
+                && e.contains("every 4th of 10 completed"),
+            "{e}"
+        );
+        let e = error_with(|v| v["load"]["rounds_kept_every"] = json!(3));
+        assert!(
+            e.contains("load.rounds_kept_every is 3: expected a power of two"),
+            "{e}"
+        );
+    }
+
+    #[test]
     fn load_rounds_that_overflow_a_sum_are_refused() {
         let e = error_with(|v| v["load"]["rounds_us"] = json!([u64::MAX, 1]));
         assert!(
