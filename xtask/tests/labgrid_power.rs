@@ -15,7 +15,7 @@ mod support;
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use lava_support::{cache_dir, checked, PYTHON};
 use ssh_support::*;
@@ -226,7 +226,9 @@ fn labgrid_power_cycles_a_lost_board_and_the_trial_runs_again() {
         "run completed {:.1} s after the power went off",
         off_at.elapsed().as_secs_f64()
     );
-    assert!(off_at.elapsed() < Duration::from_secs(120));
+    // No bound on how long that took (a slow machine is slower): without
+    // the hook the board never comes back, and the run fails after its
+    // reconnect_timeout instead of exiting 0 as above.
     let err = x.stderr();
     assert!(err.contains("power_cycle hook: LG_COORDINATOR="), "{err}");
     assert!(err.contains("power-cycled ssh"), "{err}");

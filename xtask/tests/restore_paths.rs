@@ -147,10 +147,9 @@ fn end_to_end_two_configs_two_trials_restores_and_records() {
         assert_eq!(t["schema"], "xrunbench.trial/1");
         assert_eq!(t["outcome"]["status"], "ran");
         assert_eq!(t["player"]["params"]["backend"], "virtual");
-        assert!(
-            t["load"]["rounds_completed"].as_u64().unwrap() >= 1,
-            "{stem}: load ran"
-        );
+        // The load ran beside the player until the trial stopped it (how
+        // many rounds it finished meanwhile is the machine's business).
+        assert_eq!(t["load"]["ended"], "signal", "{stem}: load ran");
         assert!(!played_wav(&t).exists(), "{stem}: generated tone removed");
         let knobs = t["knobs"].as_array().unwrap();
         assert_eq!(knobs.len(), if stem.starts_with('a') { 2 } else { 0 });

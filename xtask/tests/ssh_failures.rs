@@ -18,7 +18,7 @@
 mod ssh_support;
 mod support;
 
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use ssh_support::*;
 
@@ -97,7 +97,6 @@ fn a_link_cut_mid_trial_restores_the_knob_then_the_trial_runs_again() {
     let res = dir.path().join("results");
     let mut x = run(&s, &res, dir.path());
     let orphan = wait_trial_applied(&board, &before);
-    let applied = Instant::now();
     let frozen = board.freeze_sessions();
     assert!(!frozen.is_empty());
     let cut = Instant::now();
@@ -112,15 +111,21 @@ fn a_link_cut_mid_trial_restores_the_knob_then_the_trial_runs_again() {
         restored_after.as_secs_f64()
     );
     assert!(
-        applied.elapsed() < Duration::from_secs(30),
-        "restored only when the cut-off trial ended by itself ({:.1} s)",
-        applied.elapsed().as_secs_f64()
-    );
-    assert!(
         support::wait_for(30, || !is_trial(orphan)),
         "the cut-off trial still runs"
     );
     assert_eq!(x.wait(300), Some(0), "{}", x.output());
+    // Restored by the runner's recovery, which found the cut-off trial
+    // still running and stopped it (it restores on SIGTERM) — not by the
+    // trial ending by itself, which takes its 30 s of playback however
+    // fast or slow the machine is.
+    assert!(
+        x.output().contains(&format!(
+            "stopped the trial the link cut off (pid {orphan})"
+        )),
+        "{}",
+        x.output()
+    );
     let run = run_dir(&res);
     assert_eq!(
         trial_files(&run),

@@ -226,6 +226,13 @@ fn a_report_that_cannot_be_written_at_the_end_keeps_the_summary_and_says_where_i
     let disk = SmallDisk::mount(64 * 1024);
     let wav = tone(1.0);
     let dest = disk.path().join("r.json");
+    // The disk is full before the player starts: its check of the
+    // destination (an empty file created and removed, which a full tmpfs
+    // still takes) passes, the report at the end cannot be written. No
+    // race with the player's start, on any machine.
+    let filler = disk.path().join("filler");
+    let _ = std::fs::write(&filler, vec![1u8; 128 * 1024]);
+    assert_eq!(disk.free(), 0);
     let child = player()
         .args(["--backend", "virtual", "--duration", "1", "--json"])
         .arg(&dest)
@@ -233,10 +240,6 @@ fn a_report_that_cannot_be_written_at_the_end_keeps_the_summary_and_says_where_i
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    // The destination was checked when playing began; now the disk fills.
-    std::thread::sleep(Duration::from_millis(300));
-    let filler = disk.path().join("filler");
-    let _ = std::fs::write(&filler, vec![1u8; 128 * 1024]);
     let out = child.wait_with_output().unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{stderr}");
@@ -305,7 +308,13 @@ fn a_huge_sparse_file_is_copied_only_as_far_as_it_plays() {
 fn a_flood_of_underruns_is_printed_in_moderation_and_kept_whole() {
     let wav = tone(1.0);
     let mut cmd = player();
-    // One frame of buffer: an underrun at nearly every write.
+    // One frame of buffer (an underrun at nearly every write on a quiet
+    // machine), and 200 stalls of the writer, 1 ms each, every 2 ms: each
+    // one an underrun of its own however busy or slow the machine is, so
+    // the flood is there by construction.
+    let stalls: Vec<String> = (0..200)
+        .map(|i| format!("{:.3}:1", 0.05 + 0.002 * f64::from(i)))
+        .collect();
     let (out, report) = play(
         &mut cmd,
         &[
@@ -315,6 +324,8 @@ fn a_flood_of_underruns_is_printed_in_moderation_and_kept_whole() {
             "1",
             "--duration",
             "0.5",
+            "--selftest-stall",
+            &stalls.join(","),
             wav.0.to_str().unwrap(),
         ],
     );
@@ -323,7 +334,7 @@ fn a_flood_of_underruns_is_printed_in_moderation_and_kept_whole() {
         .lines()
         .filter(|l| l.starts_with("underrun!!!"))
         .count();
-    assert!(report.events.len() > 100, "{} events", report.events.len());
+    assert!(report.events.len() >= 200, "{} events", report.events.len());
     // At most 10 a second of wall time (each window of a second starts
     // with the first line printed in it).
     let most = 10 * (report.wall_seconds.ceil() as usize + 1);
@@ -349,7 +360,8 @@ fn a_file_truncated_while_playing_is_named_and_the_report_still_written() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    std::thread::sleep(Duration::from_millis(500));
+    // Playing: its stream is well past the header.
+    wait_until_read(child.id(), &wav.0, 64 * 1024);
     let f = std::fs::OpenOptions::new()
         .write(true)
         .open(&wav.0)
@@ -379,7 +391,8 @@ fn a_signal_ends_with_128_plus_its_number_after_the_report() {
             .arg(&wav.0)
             .spawn()
             .unwrap();
-        std::thread::sleep(Duration::from_millis(500));
+        // Its handlers are in before it opens the file.
+        wait_until_read(child.id(), &wav.0, 0);
         // SAFETY: kill(2) of our own child.
         unsafe { libc::kill(child.id() as i32, sig) };
         let out = child.wait_with_output().unwrap();

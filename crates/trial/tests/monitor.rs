@@ -143,6 +143,38 @@ fn player_pid(needle: &str) -> Option<u32> {
     })
 }
 
+/// Whether a client's port is connected in the JACK server's graph
+/// (`jack_lsp -c` indents a port's connections under it): the cpal stream
+/// runs.
+fn jack_playback_connected(server: &JackServer) -> bool {
+    Command::new("jack_lsp")
+        .arg("-c")
+        .envs(server.env())
+        .output()
+        .is_ok_and(|o| {
+            String::from_utf8_lossy(&o.stdout)
+                .lines()
+                .any(|l| l.starts_with(char::is_whitespace))
+        })
+}
+
+/// Whether process `pid`'s main thread runs SCHED_FIFO on CPU 1 alone:
+/// the player pins itself once its device is open.
+fn pinned_fifo_on_cpu1(pid: u32) -> bool {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    let cpus = status
+        .lines()
+        .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
+        .map(str::trim);
+    // policy is the 41st field of stat, counted after the command's ")".
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let policy = stat
+        .rsplit(')')
+        .next()
+        .and_then(|rest| rest.split_whitespace().nth(41 - 3));
+    cpus == Some("1") && policy == Some("1")
+}
+
 /// Whether a process named `xrun-player` runs with `needle` in its
 /// command line.
 fn player_running(needle: &str) -> bool {
@@ -257,7 +289,14 @@ struct HoggedTrial {
     hog_took: Duration,
 }
 
-fn hogged_trial(cmd: &mut Command, spec: &Value, work: &Path) -> HoggedTrial {
+/// A trial with a 300 ms FIFO hog on the player's CPU once it plays:
+/// `playing(pid)` says when the player (pid) has got that far.
+fn hogged_trial(
+    cmd: &mut Command,
+    spec: &Value,
+    work: &Path,
+    playing: &dyn Fn(u32) -> bool,
+) -> HoggedTrial {
     let child = start_trial(cmd, spec);
     let trial_pid = child.id();
     let needle = work.to_str().unwrap().to_string();
@@ -266,7 +305,13 @@ fn hogged_trial(cmd: &mut Command, spec: &Value, work: &Path) -> HoggedTrial {
         "the player never started"
     );
     let player_pid = player_pid(&needle).expect("the player runs");
-    std::thread::sleep(Duration::from_millis(1000));
+    // However long its start took on this machine; then the first
+    // periods (5 ms each) pass.
+    assert!(
+        wait_for(60, || playing(player_pid)),
+        "the player never played"
+    );
+    std::thread::sleep(Duration::from_millis(200));
     let hog_at_ns = mono_now_ns();
     let (hog_pid, hog_took) = hog_cpu1(&work.join("hog.pid"));
     let out = finish(child);
@@ -295,6 +340,7 @@ fn a_fifo_hog_is_one_underrun_that_names_it_and_one_spike_of_its_length() {
         &mut xrun_trial(),
         &spec(work.path(), 3, monitor),
         work.path(),
+        &pinned_fifo_on_cpu1,
     );
     let (r, hog_pid, hog_took) = (&t.record, t.hog_pid, t.hog_took);
     let m = &r["monitor"];
@@ -347,7 +393,9 @@ fn a_fifo_hog_is_one_cpal_callback_gap_that_names_it() {
                              "priority": "fifo:10", "buffer_time_us": 20000 });
     let mut cmd = xrun_trial();
     server.configure(&mut cmd);
-    let t = hogged_trial(&mut cmd, &spec, work.path());
+    let t = hogged_trial(&mut cmd, &spec, work.path(), &|pid| {
+        pinned_fifo_on_cpu1(pid) && jack_playback_connected(&server)
+    });
     let player = &t.record["player"];
     assert!(player["started_mono_ns"].as_u64().is_some(), "{player:#}");
     let feeder = player["process"]["feeder_tid"]

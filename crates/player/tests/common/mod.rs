@@ -246,3 +246,50 @@ pub fn assert_one_underrun_per_stall(report: &PlayerReport, tolerance_ms: f64) {
         assert!(at_least <= event.gap_ms + 1e-6 && at_least > 0.0);
     }
 }
+
+/// Waits until process `pid` holds `path` open and has read at least
+/// `bytes` in all (`rchar` of /proc/PID/io; the player reads its file with
+/// pread, so the file's offset says nothing) — a point in the player's
+/// life that every machine reaches, however slow, unlike a sleep. Panics
+/// when the process ends first.
+pub fn wait_until_read(pid: u32, path: &Path, bytes: u64) {
+    let fds = format!("/proc/{pid}/fd");
+    let read = || {
+        std::fs::read_to_string(format!("/proc/{pid}/io"))
+            .ok()
+            .and_then(|io| {
+                io.lines()
+                    .find_map(|l| l.strip_prefix("rchar:"))
+                    .and_then(|v| v.trim().parse::<u64>().ok())
+            })
+            .unwrap_or(0)
+    };
+    loop {
+        let open = std::fs::read_dir(&fds)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .any(|e| std::fs::read_link(e.path()).is_ok_and(|t| t == path));
+        if open && read() >= bytes {
+            return;
+        }
+        assert!(
+            is_alive(pid),
+            "process {pid} ended before it read {bytes} bytes with {} open",
+            path.display()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+}
+
+/// Whether process `pid` still runs (neither gone nor a zombie).
+pub fn is_alive(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| {
+            s.rsplit(')')
+                .next()
+                .map(|r| !r.trim_start().starts_with('Z'))
+        })
+        .unwrap_or(false)
+}
