@@ -22,6 +22,8 @@ pub mod fuzz;
 pub mod gate;
 #[path = "../../xtask/src/junit/mod.rs"]
 pub mod junit;
+#[path = "../../xtask/src/lab/mod.rs"]
+pub mod lab;
 #[path = "../../xtask/src/lava/mod.rs"]
 pub mod lava;
 #[path = "../../xtask/src/plot/mod.rs"]

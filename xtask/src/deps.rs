@@ -254,6 +254,58 @@ pub const BOARD_SYSROOT: Group = Group {
     ],
 };
 
+/// The VM lab: QEMU boots a kernel with the lab's initramfs (the host's
+/// sshd in it, the kernel's modules after depmod), and the host reaches it
+/// over SSH.
+pub const LAB: Group = Group {
+    name: "VM lab",
+    packages: &[
+        pkg("qemu-system-x86", "qemu-system-x86_64 boots x86_64 kernels"),
+        pkg(
+            "qemu-system-arm",
+            "qemu-system-aarch64 and qemu-system-arm boot ARM kernels",
+        ),
+        pkg("kmod", "depmod: a Debian kernel's modules.dep"),
+        pkg("openssh-server", "sshd: the guest's trial channel"),
+        pkg(
+            "openssh-client",
+            "ssh into the guest; ssh-keygen: the lab's keys",
+        ),
+        pkg(
+            "apt",
+            "apt-get download of kernels and busybox (private state)",
+        ),
+        pkg("dpkg", "dpkg-deb -x unpacks them"),
+        pkg("libc-bin", "ldd: the libraries the guest needs"),
+    ],
+};
+
+/// Building a kernel of the lab (`lab source`, and `bisect-run` in its
+/// tree): Debian's source is a .tar.xz, the build needs what the kernel's
+/// own documentation lists for it (Documentation/process/changes.rst).
+pub const KERNEL_BUILD: Group = Group {
+    name: "kernel build",
+    packages: &[
+        pkg("gcc", "compiles the kernel"),
+        pkg("make", "its build"),
+        pkg("flex", "the kernel's Kconfig and dtc lexers"),
+        pkg("bison", "the kernel's Kconfig parser"),
+        pkg("bc", "the kernel's build computes timer constants with it"),
+        pkg(
+            "libelf-dev",
+            "objtool (x86_64's ORC unwinder) reads ELF with it",
+        ),
+        pkg("libssl-dev", "the kernel's certificate tools build with it"),
+        pkg("xz-utils", "the source tarball is .tar.xz"),
+    ],
+};
+
+/// Reading the lab's initramfs back in its writer's test.
+pub const CPIO: Group = Group {
+    name: "cpio",
+    packages: &[pkg("cpio", "the initramfs writer's test lists its archive")],
+};
+
 /// Running board binaries on this machine, for function (never timing).
 pub const QEMU_USER: Group = Group {
     name: "qemu-user",
@@ -280,6 +332,41 @@ pub const ZIGBUILD: Group = Group {
 pub mod started {
     use xrunbench_soundserver::Program;
 
+    /// The VM lab's x86_64 machine.
+    pub const QEMU_X86: Program = Program {
+        name: "qemu-system-x86_64",
+        package: "qemu-system-x86",
+    };
+    /// The VM lab's aarch64 machine.
+    pub const QEMU_AARCH64_SYSTEM: Program = Program {
+        name: "qemu-system-aarch64",
+        package: "qemu-system-arm",
+    };
+    /// The VM lab's armv7 machine.
+    pub const QEMU_ARM_SYSTEM: Program = Program {
+        name: "qemu-system-arm",
+        package: "qemu-system-arm",
+    };
+    /// A kernel's modules.dep.
+    pub const DEPMOD: Program = Program {
+        name: "depmod",
+        package: "kmod",
+    };
+    /// Reads the lab's initramfs back (its writer's test).
+    pub const CPIO: Program = Program {
+        name: "cpio",
+        package: "cpio",
+    };
+    /// The lab's keys.
+    pub const SSH_KEYGEN: Program = Program {
+        name: "ssh-keygen",
+        package: "openssh-client",
+    };
+    /// The libraries a binary loads.
+    pub const LDD: Program = Program {
+        name: "ldd",
+        package: "libc-bin",
+    };
     /// The reference player.
     pub const APLAY: Program = Program {
         name: "aplay",
@@ -354,6 +441,11 @@ pub mod started {
     pub const TAR: Program = Program {
         name: "tar",
         package: "tar",
+    };
+    /// Builds the lab's kernels (`lab source`).
+    pub const MAKE: Program = Program {
+        name: "make",
+        package: "make",
     };
     /// Validates the JUnit files against the XSD.
     pub const XMLLINT: Program = Program {
@@ -430,14 +522,65 @@ pub const RUN_SSH_PREBUILT: Needs = Needs {
     starts: &[&[programs::SSH, programs::SH]],
 };
 
+/// What booting a guest starts: QEMU for each guest architecture, and
+/// what the initramfs is made with (modules' order, the lab's keys, the
+/// board binaries' libraries).
+const LAB_GUEST_PROGRAMS: &[Program] = &[
+    started::QEMU_X86,
+    started::QEMU_AARCH64_SYSTEM,
+    started::QEMU_ARM_SYSTEM,
+    started::DEPMOD,
+    started::SSH_KEYGEN,
+    started::LDD,
+];
+
+/// `run`, `bisect` and `board check` on the VM lab (`[target] vm`): the
+/// binaries built here, QEMU, and ssh into the guest.
+pub const RUN_VM: Needs = Needs {
+    command: "run on [target] vm",
+    groups: &[&BUILD, &LAB, &BASE],
+    starts: &[
+        &[programs::SSH, programs::SH],
+        LAB_GUEST_PROGRAMS,
+        &[started::DPKG_DEB, started::APT_CACHE],
+    ],
+};
+
+/// `cargo xtask lab kernel`: apt-get download and dpkg-deb into the cache.
+pub const LAB_KERNEL: Needs = Needs {
+    command: "lab kernel",
+    groups: &[&LAB],
+    starts: &[&[started::DPKG_DEB, started::APT_CACHE, started::DEPMOD]],
+};
+
+/// `cargo xtask lab source`: the lab's apt state, and a kernel build.
+pub const LAB_SOURCE: Needs = Needs {
+    command: "lab source",
+    groups: &[&LAB, &KERNEL_BUILD, &GIT, &BASE],
+    starts: &[&[
+        started::DPKG_DEB,
+        started::APT_CACHE,
+        started::GIT,
+        started::TAR,
+        started::MAKE,
+        programs::SH,
+    ]],
+};
+
 /// What `run` and `bisect` need: with `--bin-dir` nothing is built; on a
-/// board (`on_board`), ssh and not the player's runtime.
-pub fn for_run(bin_dir_given: bool, on_board: bool) -> &'static Needs {
-    match (bin_dir_given, on_board) {
-        (false, false) => &RUN,
-        (true, false) => &RUN_PREBUILT,
-        (false, true) => &RUN_SSH,
-        (true, true) => &RUN_SSH_PREBUILT,
+/// board (`target`), ssh and not the player's runtime; on the VM lab,
+/// QEMU too.
+pub fn for_run(
+    bin_dir_given: bool,
+    target: Option<&crate::run::scenario::SshTarget>,
+) -> &'static Needs {
+    let vm = target.is_some_and(|t| t.vm.is_some());
+    match (bin_dir_given, target.is_some(), vm) {
+        (_, _, true) => &RUN_VM,
+        (false, false, _) => &RUN,
+        (true, false, _) => &RUN_PREBUILT,
+        (false, true, _) => &RUN_SSH,
+        (true, true, _) => &RUN_SSH_PREBUILT,
     }
 }
 
@@ -555,12 +698,16 @@ pub const TEST: Needs = Needs {
         &ZIGBUILD,
         &LAVA_DISPATCHER,
         &JUNIT_VALIDATOR,
+        &LAB,
+        &CPIO,
     ],
     starts: &[
         JackServer::PROGRAMS,
         PulseServer::PROGRAMS,
         PipeWireServer::PROGRAMS,
         TestBoard::PROGRAMS,
+        LAB_GUEST_PROGRAMS,
+        &[started::CPIO],
         &[
             started::APLAY,
             started::HACKBENCH,
@@ -892,9 +1039,18 @@ mod tests {
             names(&RUN_SSH_PREBUILT),
             ["openssh-client", "util-linux", "coreutils", "dash"]
         );
-        assert_eq!(for_run(true, true).command, RUN_SSH_PREBUILT.command);
-        assert_eq!(for_run(false, true).command, RUN_SSH.command);
-        assert_eq!(for_run(false, false).command, RUN.command);
+        let board = crate::run::scenario::SshTarget::with_defaults(
+            "root@rpi4",
+            crate::run::units::Span::from_secs(1),
+            crate::run::units::Span::from_secs(1),
+        )
+        .unwrap();
+        assert_eq!(
+            for_run(true, Some(&board)).command,
+            RUN_SSH_PREBUILT.command
+        );
+        assert_eq!(for_run(false, Some(&board)).command, RUN_SSH.command);
+        assert_eq!(for_run(false, None).command, RUN.command);
     }
 
     #[test]
@@ -1148,6 +1304,15 @@ mod tests {
         } else if rel.starts_with("xtask/src/board/") && rel != "xtask/src/board/check.rs" {
             // `board build`, which the suite's board stage runs too.
             vec![&BOARD_BUILD, &TEST]
+        } else if rel == "xtask/src/lab/cpio.rs" {
+            // cpio reads the archive back in the writer's test only.
+            vec![&TEST]
+        } else if rel == "xtask/src/lab/source.rs" {
+            // The lab's kernel tree: `lab source`.
+            vec![&LAB_SOURCE]
+        } else if rel.starts_with("xtask/src/lab/") {
+            // The lab boots guests for runs on it and for the suite.
+            vec![&RUN_VM, &TEST]
         } else if rel.starts_with("xtask/src/target/ssh") || rel == "xtask/src/target/hooks.rs" {
             // Hooks (power_cycle, deploy) belong to a board's target.
             vec![&RUN_SSH, &RUN_SSH_PREBUILT]

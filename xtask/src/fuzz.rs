@@ -53,11 +53,15 @@ pub enum Target {
     LavaResults,
     /// xrun-player's command line (clap).
     PlayerCli,
+    /// What the host reads back from a trial on a board it does not
+    /// trust: its stdout as a record of the trial that was sent, its
+    /// stderr as the lines shown to people.
+    TrialOutput,
 }
 
 impl Target {
     /// Every target, in the order `cargo xtask fuzz` runs them.
-    pub const ALL: [Target; 8] = [
+    pub const ALL: [Target; 9] = [
         Target::WavHeader,
         Target::Scenario,
         Target::TrialSpec,
@@ -66,6 +70,7 @@ impl Target {
         Target::HackbenchCli,
         Target::LavaResults,
         Target::PlayerCli,
+        Target::TrialOutput,
     ];
 
     /// The target's name in `fuzz/fuzz_targets/`.
@@ -79,6 +84,7 @@ impl Target {
             Target::HackbenchCli => "hackbench_cli",
             Target::LavaResults => "lava_results",
             Target::PlayerCli => "player_cli",
+            Target::TrialOutput => "trial_output",
         }
     }
 }
@@ -97,6 +103,7 @@ pub fn exercise(target: Target, data: &[u8]) {
         Target::LavaResults => text(data, lava_results),
         // Exercised in fuzz/ and the player's tests (xtask never links it).
         Target::PlayerCli => {}
+        Target::TrialOutput => trial_output(data),
     }
 }
 
@@ -175,6 +182,36 @@ fn trial_record(text: &str) {
             }
         }
         Err(e) => one_line(&e.0),
+    }
+}
+
+fn trial_output(data: &[u8]) {
+    use crate::target::bounded::{lines_capped, Overflow};
+    use crate::target::{record_from, RecordRefused};
+    let sent = xrunbench_schema::trial::TrialId {
+        scenario: "fuzz".into(),
+        config: "a".into(),
+        k: 1,
+        seq: 1,
+    };
+    match record_from(data, &sent) {
+        // Only a record of the trial sent, checked as the file it becomes.
+        Ok(r) => {
+            assert_eq!(r.trial, sent);
+            let text = serde_json::to_string(&r).expect("a record serializes");
+            trial_record(&text);
+        }
+        Err(RecordRefused::Refused(why)) => one_line(&why),
+        Err(RecordRefused::Unread) => {}
+    }
+    // As stderr: every line shown is one printable line.
+    let overflow = Overflow::default();
+    let lines = lines_capped(Some(std::io::Cursor::new(data.to_vec())), &overflow);
+    for line in lines.iter() {
+        assert!(
+            !line.chars().any(char::is_control),
+            "a control character shown: {line:?}"
+        );
     }
 }
 

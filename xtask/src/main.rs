@@ -10,6 +10,7 @@ mod deps;
 mod fuzz;
 mod gate;
 mod junit;
+mod lab;
 mod lava;
 mod plot;
 mod results;
@@ -53,6 +54,8 @@ enum Verb {
     Compare(compare::CompareArgs),
     /// SVG plots of a run directory (fill CDF, underrun gaps, hackbench).
     Plot(plot::PlotArgs),
+    /// The VM lab: `lab kernel` fetches a kernel to boot as a board.
+    Lab(lab::LabArgs),
     /// A LAVA test definition (and a job for an SSH board) that runs a
     /// scenario's trials on the board with no host in the loop.
     Lava(lava::LavaArgs),
@@ -94,6 +97,7 @@ fn main() -> std::process::ExitCode {
         Verb::Board(args) => board::run(&args),
         Verb::Compare(args) => compare::run(&args),
         Verb::Plot(args) => plot::run(&args),
+        Verb::Lab(args) => lab::run(&args),
         Verb::Lava(args) => lava::run(&args),
         Verb::LavaResults(args) => lava::results::run(&args),
         Verb::Bisect(args) => bisect::run(&args),

@@ -264,10 +264,81 @@ pub fn board_stage(arches: &[Arch]) -> Result<Vec<String>> {
             &format!("{arch} board crates' unit tests under qemu"),
             qemu::unit_tests(&built, &scratch),
         ));
+        for b in &built {
+            failed.extend(outcome(
+                &format!("{arch} one trial on Debian's kernel under qemu-system (snd-aloop)"),
+                kernel_trial(b),
+            ));
+        }
     }
     failed.extend(older_glibc_check(arches, &scratch));
     let _ = std::fs::remove_dir_all(&scratch);
     Ok(failed)
+}
+
+/// One short trial (a tone on the kernel's snd-aloop through ALSA's
+/// `hw:0`, hackbench beside it) on Debian's kernel of `built`'s
+/// architecture, booted under QEMU with the cross-built binaries: the
+/// board binaries on a real ARM kernel's sound driver, not only on this
+/// machine's kernel through qemu-user. (arm64's and armmp's Debian kernels
+/// have snd-aloop, not snd-dummy.)
+fn kernel_trial(built: &board::build::Built) -> Result<()> {
+    use crate::lab::{initramfs::Sound, kernel, oneshot};
+    use xrunbench_schema::trial::TrialOutcome;
+    let kernel = kernel::debian(built.arch, false)?;
+    let sysroot = built
+        .sysroot
+        .as_ref()
+        .context("a cross build without its sysroot")?;
+    let spec = serde_json::json!({
+        "schema": xrunbench_schema::trial::TRIAL_SPEC_SCHEMA,
+        "trial": { "scenario": "board", "config": "aloop", "k": 1, "seq": 1 },
+        "audio": { "tone": { "rate": 48000, "channels": 2, "seconds": 2 } },
+        "player": { "backend": "alsa", "device": "hw:0",
+                    "buffer_time_us": 100000, "period_time_us": 25000 },
+        "load": { "hackbench": { "groups": 1, "fds": 2, "loops": 10, "datasize": 100,
+                                 "mode": "process", "transport": "socket" } },
+        "warmup_us": 0,
+        "duration_us": 2_000_000,
+    });
+    let r = oneshot::trial(
+        built.arch,
+        &kernel,
+        &built.dir,
+        sysroot,
+        Sound::Aloop,
+        &spec.to_string(),
+    )?;
+    anyhow::ensure!(
+        r.outcome == TrialOutcome::Ran,
+        "the trial did not run: {:?}",
+        r.outcome
+    );
+    anyhow::ensure!(
+        r.machine.kernel_release == kernel.release,
+        "it ran on {}, not {}",
+        r.machine.kernel_release,
+        kernel.release
+    );
+    let p = r.player.as_ref().context("no player report")?;
+    anyhow::ensure!(
+        p.params.backend == "alsa" && p.params.device == "hw:0" && p.params.hardware,
+        "played to {} {} (hardware: {}), not the kernel's card hw:0",
+        p.params.backend,
+        p.params.device,
+        p.params.hardware
+    );
+    // Frames, not time: exactly what was asked for, however slow the
+    // emulated CPU was.
+    anyhow::ensure!(
+        p.frames_written == 2 * u64::from(p.file.rate),
+        "wrote {} frames of 2 s at {} Hz",
+        p.frames_written,
+        p.file.rate
+    );
+    let load = r.load.as_ref().context("no load report")?;
+    anyhow::ensure!(load.ended == "signal", "the load ended by {}", load.ended);
+    Ok(())
 }
 
 /// `board build --glibc 2.28` for aarch64: its binaries need no newer

@@ -30,6 +30,26 @@ pub fn run_checked(cmd: &mut Command) -> Result<()> {
     Ok(())
 }
 
+/// Runs a command to completion with its output captured: nothing shown
+/// when it succeeds; when it fails, the error carries its command line and
+/// the last lines it printed (a tool's chatter is only news when it
+/// failed).
+pub fn run_quiet(cmd: &mut Command) -> Result<()> {
+    let shown = format!("{cmd:?}");
+    let out = cmd
+        .stdin(std::process::Stdio::null())
+        .output()
+        .with_context(|| format!("running {shown}"))?;
+    if out.status.success() {
+        return Ok(());
+    }
+    let mut text = String::from_utf8_lossy(&out.stdout).into_owned();
+    text.push_str(&String::from_utf8_lossy(&out.stderr));
+    let lines: Vec<&str> = text.lines().collect();
+    let tail = &lines[lines.len().saturating_sub(20)..];
+    bail!("{shown} failed: {}\n{}", out.status, tail.join("\n"))
+}
+
 /// Builds the release board binaries and returns the directory holding them.
 pub fn build_release_binaries(packages: &[&str]) -> Result<PathBuf> {
     build_release_binaries_with(packages, &[])

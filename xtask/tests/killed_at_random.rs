@@ -118,20 +118,6 @@ fn ours(results: &Path) -> Vec<String> {
     found
 }
 
-/// Every file under `dir`.
-fn files_under(dir: &Path) -> Vec<PathBuf> {
-    let mut out = Vec::new();
-    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
-        let p = e.path();
-        if p.is_dir() {
-            out.extend(files_under(&p));
-        } else {
-            out.push(p);
-        }
-    }
-    out
-}
-
 /// What must hold after the run ended however it ended; `Err` says what
 /// does not.
 fn check_aftermath(results: &Path, at_rest: &(String, String)) -> Result<(), String> {
@@ -145,7 +131,7 @@ fn check_aftermath(results: &Path, at_rest: &(String, String)) -> Result<(), Str
             journals()
         ));
     }
-    let files = files_under(results);
+    let files = xrunbench_test_support::disk::files_under(results);
     let tmp: Vec<_> = files
         .iter()
         .filter(|p| {

@@ -7,8 +7,11 @@
 //! fd list on its own thread (an arena per sender, before "ready") and
 //! freed each worker's closure inside the timed window. This counts every
 //! allocation and free made on any thread other than the test's own while
-//! a thread-mode round runs. One test in this file, so the harness's other
-//! threads are idle meanwhile.
+//! a thread-mode round runs. The file has its own `main` (`harness =
+//! false`): with libtest's, its main thread waits on the test through a
+//! channel and allocates when it first blocks — after the count started
+//! if the machine is busy — so the only threads here are the test's and
+//! the workers.
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
@@ -59,7 +62,12 @@ unsafe impl GlobalAlloc for Counting {
 #[global_allocator]
 static ALLOCATOR: Counting = Counting;
 
-#[test]
+fn main() {
+    print!("test worker_threads_neither_allocate_nor_free ... ");
+    worker_threads_neither_allocate_nor_free();
+    println!("ok");
+}
+
 fn worker_threads_neither_allocate_nor_free() {
     THE_TEST.with(|t| t.set(true));
     for transport in [Transport::Pipe, Transport::Socket] {

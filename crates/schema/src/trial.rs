@@ -84,6 +84,12 @@ impl TrialId {
     pub fn stem(&self) -> String {
         format!("{}-{}", self.config, self.k)
     }
+
+    /// `<scenario>/<config>-<k>`, escaped onto one printable line (the
+    /// names may come from a board): the trial as people read it.
+    pub fn display_name(&self) -> String {
+        crate::doc::one_line(&format!("{}/{}", self.scenario, self.stem()))
+    }
 }
 
 /// A knob setting: what to write where, in the scenario's terms.
@@ -263,14 +269,16 @@ pub struct LoadArgs {
 impl LoadArgs {
     /// The `xrun-hackbench` command line (without the program) of a trial
     /// with this warm-up and duration: rounds until the trial stops it,
-    /// with a backstop 30 s after the trial's planned end (so a load whose
-    /// trial was SIGKILLed still ends by itself), report to `json`.
+    /// with a backstop after the longest the trial may take (its player
+    /// may run four times its duration past it, starved; then 30 s more),
+    /// so that a load whose trial was SIGKILLed still ends by itself;
+    /// report to `json`.
     pub fn to_args(&self, warmup_us: u64, duration_us: u64, json: &Path) -> Vec<String> {
         let busy_us = warmup_us
             .saturating_add(self.start_delay_us)
-            .saturating_add(duration_us);
+            .saturating_add(duration_us.saturating_mul(5));
         self.hackbench
-            .to_args(busy_us.div_ceil(1_000_000).saturating_add(30), json)
+            .to_args(busy_us.div_ceil(1_000_000).saturating_add(60), json)
     }
 }
 

@@ -6,6 +6,7 @@
 
 pub mod boards;
 pub mod disk;
+pub mod hostile;
 pub mod skip;
 
 pub use disk::SmallDisk;

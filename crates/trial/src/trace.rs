@@ -804,16 +804,7 @@ impl Tracer {
     /// normal priority now), removes the instance (and unmounts what we
     /// mounted), and hands back what it kept.
     pub fn finish(mut self) -> (GapTracker, TraceStatus, Result<(), String>) {
-        let _ = fs::write(self.instance.join("tracing_on"), "0");
-        if let Some(tid) = self.reader_tid.lock().ok().and_then(|t| *t) {
-            let param = libc::sched_param { sched_priority: 0 };
-            // SAFETY: plain syscall on our own reader thread.
-            unsafe { libc::sched_setscheduler(tid as libc::pid_t, libc::SCHED_OTHER, &param) };
-        }
-        self.stop.store(true, Ordering::Relaxed);
-        if let Some(r) = self.reader.take() {
-            let _ = r.join();
-        }
+        self.stop_reader();
         let restored = self.knobs.restore();
         let tracker = std::mem::take(&mut *self.tracker.lock().unwrap_or_else(|p| p.into_inner()));
         let status = TraceStatus {
@@ -825,12 +816,35 @@ impl Tracer {
     }
 }
 
+impl Tracer {
+    /// Stops recording, then lets the reader drain what the kernel holds
+    /// at normal priority and joins it. Both matter on every way out (a
+    /// panic's unwinding too): a reader left at SCHED_IDLE on a machine
+    /// busy with other work gets no CPU at all, and a pipe still being
+    /// written to is never empty — the join would never return.
+    fn stop_reader(&mut self) {
+        // Once only: `finish` stops it, then drop comes (the instance is
+        // gone by then).
+        let Some(reader) = self.reader.take() else {
+            return;
+        };
+        let _ = fs::write(self.instance.join("tracing_on"), "0");
+        self.stop.store(true, Ordering::SeqCst);
+        // Under the lock the reader publishes its tid and, unless already
+        // told to stop, goes SCHED_IDLE: either it saw the stop or its tid
+        // is here to be raised.
+        if let Some(tid) = self.reader_tid.lock().ok().and_then(|t| *t) {
+            let param = libc::sched_param { sched_priority: 0 };
+            // SAFETY: plain syscall on our own reader thread.
+            unsafe { libc::sched_setscheduler(tid as libc::pid_t, libc::SCHED_OTHER, &param) };
+        }
+        let _ = reader.join();
+    }
+}
+
 impl Drop for Tracer {
     fn drop(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
-        if let Some(r) = self.reader.take() {
-            let _ = r.join();
-        }
+        self.stop_reader();
         // Knobs' own drop removes the instance and unmounts.
     }
 }
@@ -848,9 +862,12 @@ fn read_pipe(
         let tid = libc::syscall(libc::SYS_gettid) as u32;
         if let Ok(mut t) = my_tid.lock() {
             *t = Some(tid);
+            // See `Tracer::stop_reader`: once stopped, never idle.
+            if !stop.load(Ordering::SeqCst) {
+                let param = libc::sched_param { sched_priority: 0 };
+                libc::sched_setscheduler(0, libc::SCHED_IDLE, &param);
+            }
         }
-        let param = libc::sched_param { sched_priority: 0 };
-        libc::sched_setscheduler(0, libc::SCHED_IDLE, &param);
     }
     let mut buf = vec![0u8; 1 << 16];
     let mut pending: Vec<u8> = Vec::new();

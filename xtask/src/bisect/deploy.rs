@@ -152,6 +152,25 @@ pub fn expected_kernel(d: &Deploy, log: &Path) -> Result<Option<String>, String>
     }
 }
 
+/// Whether the run boots the board itself (`[target] vm`): then there is
+/// nothing to wait for after a deployment — the next session boots the
+/// image the deploy command built — and the kernel is checked in it.
+pub fn boots_itself(target: Option<&SshTarget>) -> bool {
+    target.is_some_and(|t| t.vm.is_some())
+}
+
+/// Why `seen` (a booted guest's `uname -r` and `uname -v`) is not the
+/// kernel expected, if it is not: one line, an infrastructure failure.
+pub fn wrong_kernel(seen: &str, expected: Option<&str>) -> Option<String> {
+    let e = expected?;
+    (!seen.contains(e)).then(|| {
+        format!(
+            "wrong kernel: the guest booted `{seen}`, expected it to contain `{e}` (is \
+             target.vm.kernel the image the deploy command builds?)"
+        )
+    })
+}
+
 /// How waiting for the board after a deployment ended.
 #[derive(Debug)]
 pub enum BoardEnd {
@@ -289,6 +308,19 @@ mod tests {
         if std::env::split_paths(&path).any(|d| d.join("make").is_file()) {
             assert_eq!(expected_kernel(&d, &log), Ok(Some("6.9.0-test".into())));
         }
+    }
+
+    #[test]
+    fn a_guest_booted_by_the_run_is_checked_for_the_kernel_built() {
+        let seen = "6.1.176-g0123456789ab #1 SMP PREEMPT_DYNAMIC Thu Jan  1 00:00:00 UTC 2026";
+        assert_eq!(wrong_kernel(seen, None), None);
+        assert_eq!(wrong_kernel(seen, Some("6.1.176-g0123456789ab")), None);
+        let why = wrong_kernel(seen, Some("6.1.176-gfedcba987654")).unwrap();
+        assert!(
+            why.starts_with("wrong kernel: the guest booted `6.1.176-g0123"),
+            "{why}"
+        );
+        assert!(!why.contains('\n'));
     }
 
     #[test]

@@ -27,6 +27,8 @@ pub mod rule;
 pub mod run;
 pub mod sim;
 pub mod step;
+pub mod trust;
+pub mod whole;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -75,6 +77,12 @@ pub struct BisectArgs {
     /// How each step deploys the commit's kernel.
     #[command(flatten)]
     pub deploy: DeployArgs,
+    /// What the step may run on the host and where it may connect, as
+    /// `bisect-run` read it at the start (default: as the baseline's
+    /// run.json recorded its scenario); a commit whose scenario changes it
+    /// is skipped, and none of it runs.
+    #[arg(long, value_name = "FILE", hide = true)]
+    pub trusted_hooks: Option<PathBuf>,
     /// The step's label under --bisect-dir (`bisect-run`'s endpoints:
     /// `good-<commit>`, `bad-<commit>`); default `step-<commit>`.
     #[arg(skip)]
@@ -172,6 +180,16 @@ fn step(args: &BisectArgs) -> Result<u8, Stop> {
     let (file, mut scenario) = scenario::load(&args.scenario).map_err(|e| skip(e.0))?;
     args.target.apply(&mut scenario).map_err(abort)?;
     let tree = std::env::current_dir().map_err(|e| abort(format!("the current directory: {e}")))?;
+    let trusted = match &args.trusted_hooks {
+        Some(path) => trust::HostHooks::read(path).map_err(abort)?,
+        None => match &base.manifest {
+            Some(m) => trust::HostHooks::of(&m.scenario, &args.deploy),
+            None => trust::HostHooks::default(),
+        },
+    };
+    trust::HostHooks::of(&scenario, &args.deploy)
+        .check(&trusted, &args.scenario)
+        .map_err(skip)?;
     let deploy = Deploy::resolve(&scenario, &args.deploy, &tree).map_err(abort)?;
     let config = pick_config(args, &scenario)?;
     let base_config = baseline_config(args, &base, &config)?;
@@ -181,7 +199,7 @@ fn step(args: &BisectArgs) -> Result<u8, Stop> {
     // commit alike: abort rather than skip.
     crate::deps::ensure(crate::deps::for_run(
         args.bin_dir.is_some(),
-        scenario.target.is_some(),
+        scenario.target.as_ref(),
     ))
     .map_err(|e| abort(e.to_string()))?;
     let resolution = args

@@ -39,8 +39,10 @@ use xrunbench_schema::doc::{utc_stamp, write_atomic};
 use super::deploy::{Deploy, DeployArgs};
 use super::rule::{self, Confirmation, CONFIRM_TRIALS};
 use super::step::{self, git_out, short, Goal, StepRecord, StepSpec, STEP_FILE};
-use super::{BisectArgs, Decision, Stop};
+use super::trust::HostHooks;
+use super::{whole, BisectArgs, Decision, Stop};
 use crate::compare::export::{exporter, Format};
+use crate::compare::metrics::Metric;
 use crate::compare::table::Significance;
 use crate::results::{default_results_root, RunDir};
 use crate::run::{scenario, signals, TargetArgs};
@@ -128,6 +130,9 @@ struct Bisection<'a> {
     /// JUnit cases: (name, failure).
     cases: Vec<(String, Option<String>)>,
 }
+
+/// The hooks every step is held to, in the bisection's directory.
+const TRUSTED_HOOKS: &str = "trusted-hooks.json";
 
 /// `cargo xtask bisect-run`.
 pub fn run(args: &BisectRunArgs) -> Result<ExitCode> {
@@ -275,7 +280,7 @@ fn prepare(args: &BisectRunArgs) -> Result<Bisection<'_>, String> {
     };
     crate::deps::ensure(crate::deps::for_run(
         args.bin_dir.is_some(),
-        s.target.is_some(),
+        s.target.as_ref(),
     ))
     .map_err(|e| e.to_string())?;
     let root = args
@@ -284,6 +289,11 @@ fn prepare(args: &BisectRunArgs) -> Result<Bisection<'_>, String> {
         .unwrap_or_else(default_results_root)
         .join(&s.name);
     let dir = fresh_dir(&root, &format!("bisect-{}", utc_stamp(SystemTime::now())))?;
+    // What runs on the host, as the scenario says it now: every step
+    // holds its commit's scenario to it.
+    HostHooks::of(&s, &args.deploy)
+        .write(&dir.join(TRUSTED_HOOKS))
+        .map_err(|e| format!("{e:#}"))?;
     Ok(Bisection {
         args,
         top,
@@ -355,6 +365,7 @@ fn bisection(b: &mut Bisection, started: &str) -> Result<bool, End> {
             dir
         }
     };
+    print_expectation(b, &baseline);
     checkout(b, &b.bad.clone())?;
     let code = decide(b, &format!("bad-{}", short(&b.bad)), &baseline)?;
     endpoint(b, "bad", code, 1)?;
@@ -487,6 +498,7 @@ fn step_args(b: &Bisection, baseline: &Path, label: Option<String>) -> BisectArg
         bisect_dir: Some(b.dir.clone()),
         target: a.target.clone(),
         deploy: a.deploy.clone(),
+        trusted_hooks: Some(b.dir.join(TRUSTED_HOOKS)),
         step_label: label,
     }
 }
@@ -507,6 +519,8 @@ fn step_command_line(b: &Bisection, baseline: &Path) -> Result<Vec<String>, End>
         path(&b.dir),
         "--config".into(),
         b.config.clone(),
+        "--trusted-hooks".into(),
+        path(&b.dir.join(TRUSTED_HOOKS)),
     ];
     v.extend(a.decision.to_args());
     let mut opt = |name: &str, value: Option<String>| {
@@ -729,6 +743,63 @@ fn step_records(dir: &Path) -> Vec<StepRecord> {
         .filter_map(|d| std::fs::read_to_string(d.join(STEP_FILE)).ok())
         .filter_map(|t| serde_json::from_str(&t).ok())
         .collect()
+}
+
+/// Before the bisection: how often one with these settings names the
+/// right culprit, at the spread the baseline showed (`bisect-sim
+/// --bisections` with the model fitted to it). Underrun counts only: the
+/// model is a count model.
+fn print_expectation(b: &Bisection, baseline: &Path) {
+    if b.args.decision.metric != Metric::Underruns {
+        return;
+    }
+    let Ok(run) = RunDir::load(baseline) else {
+        return;
+    };
+    // The metric is a rate; the model counts events per trial.
+    let counts: Vec<f64> = run
+        .trials_of(&b.config)
+        .iter()
+        .filter_map(|t| t.player.as_ref().map(|p| p.totals.count as f64))
+        .collect();
+    let commits = git_out(
+        &b.top,
+        &["rev-list", "--count", &format!("{}..{}", b.good, b.bad)],
+    )
+    .and_then(|n| n.parse::<usize>().ok())
+    .unwrap_or(0);
+    let d = &b.args.decision;
+    match whole::expect_from_baseline(
+        &counts,
+        commits,
+        d.threshold,
+        d.max_trials,
+        d.alpha,
+        b.args.confirm_trials,
+    ) {
+        Some(e) => {
+            let t = &e.tally;
+            println!(
+                "bisect-run: at the baseline's spread ({:.1} underruns a trial, shape {:.1}) a \
+                 bisection of {commits} commits with these settings names the right culprit and \
+                 confirms it in {:.0} % of simulated runs, a wrong one in {:.1} %, none in \
+                 {:.0} %, in {:.0} trials on average (cargo xtask bisect-sim --bisections \
+                 {commits} --mean {:.1} --shape {:.1} … for more)",
+                e.mean,
+                e.shape,
+                100.0 * t.rate(t.right),
+                100.0 * t.rate(t.wrong),
+                100.0 * t.rate(t.none),
+                t.rate(t.trials),
+                e.mean,
+                e.shape,
+            );
+        }
+        None => println!(
+            "bisect-run: no expectation weighed: the baseline has under half an underrun a \
+             trial (or too few trials) to fit the model to"
+        ),
+    }
 }
 
 /// Writes and prints the report; whether the culprit was confirmed.

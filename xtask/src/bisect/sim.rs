@@ -86,6 +86,13 @@ pub struct SimArgs {
     /// Skip the fixed-size benchmark (it costs most of the time).
     #[arg(long)]
     pub no_fixed: bool,
+    /// Simulate whole bisections (baseline, endpoint, steps with skips,
+    /// confirmation) of series of these many commits, instead of steps.
+    #[arg(long, value_name = "N,…", value_delimiter = ',', num_args = 0..)]
+    pub bisections: Option<Vec<usize>>,
+    /// With --bisections: fresh trials of the culprit and of its parent.
+    #[arg(long, value_name = "N", default_value_t = CONFIRM_TRIALS)]
+    pub confirm_trials: usize,
     /// Random seed.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
@@ -106,7 +113,7 @@ pub enum RuleKind {
 }
 
 impl RuleKind {
-    fn name(self) -> &'static str {
+    pub(super) fn name(self) -> &'static str {
         match self {
             RuleKind::Bisect => "bisect",
             RuleKind::Midpoint => "midpoint",
@@ -117,7 +124,7 @@ impl RuleKind {
 }
 
 /// Where a hypothesis's trials come from.
-enum Source<'a> {
+pub(super) enum Source<'a> {
     /// Gamma–Poisson counts.
     Model { mean: f64, shape: f64 },
     /// Real trials, redrawn.
@@ -127,7 +134,7 @@ enum Source<'a> {
 }
 
 impl Source<'_> {
-    fn draw(&self, rng: &mut Rng, metric: Metric) -> f64 {
+    pub(super) fn draw(&self, rng: &mut Rng, metric: Metric) -> f64 {
         match self {
             Source::Model { mean, shape } => count(rng, *mean, *shape),
             Source::Trials(p) => p.draw(rng).value,
@@ -140,15 +147,15 @@ impl Source<'_> {
 }
 
 /// Everything one row of the table needs besides the rule.
-struct Scenario<'a> {
-    name: String,
-    good: Source<'a>,
-    bad: Source<'a>,
-    metric: Metric,
-    resolution: f64,
-    direction: Direction,
-    threshold: f64,
-    factor: f64,
+pub(super) struct Scenario<'a> {
+    pub(super) name: String,
+    pub(super) good: Source<'a>,
+    pub(super) bad: Source<'a>,
+    pub(super) metric: Metric,
+    pub(super) resolution: f64,
+    pub(super) direction: Direction,
+    pub(super) threshold: f64,
+    pub(super) factor: f64,
 }
 
 /// Runs the experiment and prints the table.
@@ -159,6 +166,9 @@ pub fn run(a: &SimArgs) -> anyhow::Result<ExitCode> {
     }
     let pops = populations(a)?;
     let scn = scenario(a, &pops);
+    if let Some(series) = &a.bisections {
+        return bisections(a, &scn, series);
+    }
     println!(
         "bisect-sim: {}; baseline {} trials; --max-trials {} --alpha {} --threshold {}; \
          {} steps per hypothesis, seed {}; per-look level {}",
@@ -180,7 +190,48 @@ pub fn run(a: &SimArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// Whole bisections of each series length, one table.
+fn bisections(a: &SimArgs, scn: &Scenario, series: &[usize]) -> anyhow::Result<ExitCode> {
+    let series: Vec<usize> = if series.is_empty() {
+        vec![8, 32, 128]
+    } else {
+        series.to_vec()
+    };
+    println!(
+        "bisect-sim --bisections: {}; whole bisections as bisect-run does them: a baseline of {} \
+         trials, the bad endpoint measured, steps of up to --max-trials {} at --alpha {} \
+         --threshold {} with skips, the culprit confirmed with {} trials a side; the culprit \
+         uniform over the series; {} bisections per row, seed {}",
+        scn.name,
+        a.baseline_trials,
+        a.max_trials,
+        a.alpha,
+        scn.threshold,
+        a.confirm_trials,
+        a.runs,
+        a.seed
+    );
+    println!("{}", super::whole::HEADER);
+    for &n in &series {
+        for line in super::whole::rows(a, scn, n) {
+            println!("{line}");
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
 fn check(a: &SimArgs) -> anyhow::Result<()> {
+    if let Some(series) = &a.bisections {
+        if series.iter().any(|&n| !(2..=100_000).contains(&n)) {
+            bail!("--bisections: each series is 2 to 100000 commits");
+        }
+        if a.grid {
+            bail!("--bisections and --grid are two experiments: one at a time");
+        }
+        if a.confirm_trials < 2 {
+            bail!("--confirm-trials must be at least 2");
+        }
+    }
     if a.runs == 0 || a.max_trials == 0 || a.baseline_trials < 2 {
         bail!("--runs and --max-trials must be at least 1, --baseline-trials at least 2");
     }
@@ -230,7 +281,10 @@ fn populations(a: &SimArgs) -> anyhow::Result<Option<(Population, Population)>> 
     Ok(Some((good, bad)))
 }
 
-fn scenario<'a>(a: &SimArgs, pops: &'a Option<(Population, Population)>) -> Scenario<'a> {
+pub(super) fn scenario<'a>(
+    a: &SimArgs,
+    pops: &'a Option<(Population, Population)>,
+) -> Scenario<'a> {
     // Rounded so that ×1.2 prints as 20, not 19.999999999999996.
     let threshold = a
         .threshold
@@ -295,7 +349,12 @@ fn describe_level(a: &SimArgs) -> String {
     }
 }
 
-fn make_rule(a: &SimArgs, scn: &Scenario, kind: RuleKind, base: &[f64]) -> Box<dyn StepRule> {
+pub(super) fn make_rule(
+    a: &SimArgs,
+    scn: &Scenario,
+    kind: RuleKind,
+    base: &[f64],
+) -> Box<dyn StepRule> {
     let (d, r, t, al, max) = (
         scn.direction,
         scn.resolution,
@@ -333,7 +392,7 @@ impl Tally {
 }
 
 /// The trials a step of `rule` takes on `stream` and its decision.
-fn step(rule: &dyn StepRule, stream: &[f64]) -> (usize, Decision) {
+pub(super) fn step(rule: &dyn StepRule, stream: &[f64]) -> (usize, Decision) {
     for k in 1..=stream.len() {
         if !rule.can_decide_at(k) {
             continue;
@@ -463,11 +522,8 @@ impl Fixed {
             let mut wrong = 0.0;
             for (rule, (_, stream)) in self.rules[h].iter().zip(&self.streams[h]) {
                 let (p_worse, p_better) = rule.p_values(&stream[..n]);
-                let says_bad = if p_worse == p_better {
-                    0.5
-                } else {
-                    f64::from(u8::from(p_worse < p_better))
-                };
+                // A tie is a coin: half a wrong answer.
+                let says_bad = smaller_p_says_bad(p_worse, p_better).map_or(0.5, f64::from);
                 wrong += if h == 0 { says_bad } else { 1.0 - says_bad };
             }
             *rate = wrong / self.streams[h].len().max(1) as f64;
@@ -483,6 +539,13 @@ impl Fixed {
             (r[0] <= target[0] && r[1] <= target[1]).then_some(FIXED_SIZES[i])
         })
     }
+}
+
+/// A fixed-size test's answer: whichever one-sided p of the bisect rule
+/// is smaller decides — `Some(true)`: worse than the baseline (bad);
+/// `None`: a tie.
+pub(super) fn smaller_p_says_bad(p_worse: f64, p_better: f64) -> Option<bool> {
+    (p_worse != p_better).then_some(p_worse < p_better)
 }
 
 /// The table's header.
@@ -632,6 +695,45 @@ fn grid(a: &SimArgs) -> anyhow::Result<ExitCode> {
 
 impl SimArgs {
     /// The model-only settings of these arguments (for a grid cell).
+    /// The arguments as `bisect-sim` alone has them: clap's defaults, the
+    /// one place they are written.
+    pub(super) fn defaults() -> SimArgs {
+        #[derive(clap::Parser)]
+        struct Alone {
+            #[command(flatten)]
+            args: SimArgs,
+        }
+        <Alone as clap::Parser>::parse_from(["bisect-sim"]).args
+    }
+
+    /// The model experiment with a bisection's own settings (`bisect-run`
+    /// weighs its chances with it).
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn for_model(
+        mean: f64,
+        shape: f64,
+        threshold: f64,
+        baseline_trials: usize,
+        max_trials: usize,
+        alpha: f64,
+        confirm_trials: usize,
+        runs: usize,
+    ) -> SimArgs {
+        SimArgs {
+            runs,
+            baseline_trials,
+            max_trials,
+            mean,
+            factor: 1.0 + threshold / 100.0,
+            shape,
+            alpha,
+            threshold: Some(threshold),
+            no_fixed: true,
+            confirm_trials,
+            ..SimArgs::defaults()
+        }
+    }
+
     fn clone_model(&self) -> SimArgs {
         SimArgs {
             runs: self.runs,
@@ -650,6 +752,8 @@ impl SimArgs {
             metric: Metric::Underruns,
             grid: false,
             no_fixed: true,
+            bisections: None,
+            confirm_trials: self.confirm_trials,
             seed: self.seed,
         }
     }

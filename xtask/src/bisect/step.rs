@@ -409,6 +409,11 @@ fn attempt(p: &mut Progress, n: u32) -> (Option<String>, AttemptEnd) {
             Err(why) => return (deployed, AttemptEnd::Skip(why)),
         };
         p.record.kernel_expected.clone_from(&expected);
+        if deploy::boots_itself(spec.scenario.target.as_ref()) {
+            // A VM lab: the session boots the image the deploy command
+            // built; its kernel is checked once it is up.
+            return (deployed, session_trials(p));
+        }
         match deploy::wait_for_board(
             spec.scenario.target.as_ref(),
             d.boot_timeout,
@@ -451,6 +456,16 @@ fn session_trials(p: &mut Progress) -> AttemptEnd {
         Err(SetupError::Failed(e)) if deploying => return AttemptEnd::Infra(format!("{e:#}")),
         Err(SetupError::Failed(e)) => return AttemptEnd::Skip(format!("{e:#}")),
     };
+    if deploying && deploy::boots_itself(spec.scenario.target.as_ref()) {
+        let m = &session.machine;
+        let seen = format!("{} {}", m.kernel_release, m.kernel_version);
+        println!("bisect: the guest is up: {seen}");
+        p.record.kernel_seen = Some(seen.clone());
+        if let Some(why) = deploy::wrong_kernel(&seen, p.record.kernel_expected.as_deref()) {
+            session.finish();
+            return AttemptEnd::Infra(why);
+        }
+    }
     if p.manifest.is_none() {
         let m = session.manifest(Some(spec.label.clone()), Vec::new());
         if let Err(e) = p.out.manifest(&m) {

@@ -59,7 +59,7 @@ pub fn run(args: &CheckArgs) -> Result<ExitCode> {
     }
     if let Err(e) = crate::deps::ensure(crate::deps::for_run(
         args.bin_dir.is_some(),
-        s.target.is_some(),
+        s.target.as_ref(),
     )) {
         return Ok(e.report());
     }

@@ -282,6 +282,28 @@ pub fn ensure(arch: Arch, board_dir: &Path) -> Result<PathBuf> {
     result.map(|()| dir)
 }
 
+/// A private apt state for `arch` in `dir` — one source, the machine's own
+/// Debian archive, for that architecture only — updated, and its
+/// configuration file (for `APT_CONFIG`). The machine's apt state is never
+/// touched; `apt-cache` and `apt-get download` with it need no root.
+pub fn apt_state(arch: Arch, dir: &Path) -> Result<PathBuf> {
+    let source = machine_archive()?;
+    let config = write_apt_state(dir, &source, arch)?;
+    let mut update = Command::new("apt-get");
+    update
+        .env("APT_CONFIG", &config)
+        .env("LC_ALL", "C")
+        .args(["-qq", "update"]);
+    run_checked(&mut update).with_context(|| {
+        format!(
+            "apt-get update of the {} index from the machine's source in {}",
+            arch.debian(),
+            source.origin.display()
+        )
+    })?;
+    Ok(config)
+}
+
 /// Fetches and unpacks the packages into `work/root`.
 fn make(arch: Arch, source: &AptSource, work: &Path) -> Result<()> {
     let _ = fs::remove_dir_all(work);

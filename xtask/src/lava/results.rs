@@ -25,11 +25,11 @@ use xrunbench_schema::doc::one_line;
 use anyhow::{bail, Context, Result};
 use serde_norway::Value;
 use xrunbench_schema::gate::parse_measurement_case;
-use xrunbench_schema::trial::TrialRecord;
+use xrunbench_schema::trial::{TrialId, TrialRecord};
 
 use super::definition::{DOC_END_LINE, DOC_LINE};
 use crate::results::{default_results_root, Outcome, RunDir, RunManifest, RunWriter, RUN_SCHEMA};
-use crate::run::plan::make_plan;
+use crate::run::plan::{make_plan, PlannedTrial};
 use crate::run::scenario::{self, ScenarioFile};
 
 /// Exit code for bad input.
@@ -104,6 +104,37 @@ pub fn run(args: &LavaResultsArgs) -> Result<ExitCode> {
     }
 }
 
+/// The records that are of a trial in `plan` of scenario `scenario`, each
+/// with the plan's own name for it; any other (a trial not planned, or
+/// one already given) is refused with a line on stderr: what a job log
+/// holds is the board's word, and no file is named by it.
+fn planned_records(
+    records: Vec<TrialRecord>,
+    plan: &[PlannedTrial],
+    scenario: &str,
+) -> Vec<(TrialId, TrialRecord)> {
+    let mut taken = std::collections::BTreeSet::new();
+    let mut kept = Vec::new();
+    for r in records {
+        let planned = plan.iter().find(|p| {
+            r.trial.scenario == scenario && r.trial.config == p.config_name && r.trial.k == p.k
+        });
+        match planned {
+            Some(p) if taken.insert(p.seq) => kept.push((r.trial.clone(), r)),
+            Some(_) => eprintln!(
+                "xtask: a second record of trial {}: refused",
+                r.trial.display_name()
+            ),
+            None => eprintln!(
+                "xtask: a record of trial {} is not in scenario {}'s plan: refused",
+                r.trial.display_name(),
+                one_line(scenario)
+            ),
+        }
+    }
+    kept
+}
+
 fn convert(args: &LavaResultsArgs) -> Result<ExitCode> {
     let (mut log, records_dir) = if args.input.is_dir() {
         (JobLog::default(), Some(args.input.clone()))
@@ -140,7 +171,18 @@ fn convert(args: &LavaResultsArgs) -> Result<ExitCode> {
     }
     let names: Vec<String> = s.configs.iter().map(|c| c.name.clone()).collect();
     let plan = make_plan(&names, s.trials, s.order);
-    let measured = records.iter().filter(|r| r.measured().is_some()).count();
+    let records = planned_records(records, &plan, &s.name);
+    if records.is_empty() {
+        bail!(
+            "{}: no trial record of scenario {}'s plan",
+            args.input.display(),
+            one_line(&s.name)
+        );
+    }
+    let measured = records
+        .iter()
+        .filter(|(_, r)| r.measured().is_some())
+        .count();
     let outcome = if measured == plan.len() {
         Outcome::Completed
     } else {
@@ -153,6 +195,7 @@ fn convert(args: &LavaResultsArgs) -> Result<ExitCode> {
     };
     let first = records
         .iter()
+        .map(|(_, r)| r)
         .min_by(|a, b| a.started_at.cmp(&b.started_at))
         .expect("records is not empty");
     let manifest = RunManifest {
@@ -173,9 +216,10 @@ fn convert(args: &LavaResultsArgs) -> Result<ExitCode> {
         .clone()
         .unwrap_or_else(default_results_root);
     let out = RunWriter::create(&root, &s.name, Some(&args.label))?;
-    out.manifest(&manifest)?;
-    for r in &records {
-        out.trial_record(r)?;
+    // Written once, outcome and all: no room to set aside for later.
+    out.final_manifest(&manifest)?;
+    for (id, r) in &records {
+        out.trial_record(id, r)?;
     }
     let dir = RunDir::load(out.dir()).map_err(|e| anyhow::anyhow!(e.0))?;
     let mismatches = check_measurements(&log.cases, &dir);
@@ -228,7 +272,11 @@ fn records_of(log: &JobLog) -> Result<Vec<TrialRecord>> {
         if kind != "record" {
             continue;
         }
-        out.push(log_record(name, bytes)?);
+        // One bad record (the board's word) does not cost the others.
+        match log_record(name, bytes) {
+            Ok(r) => out.push(r),
+            Err(e) => eprintln!("xtask: {e:#}: refused"),
+        }
     }
     out.sort_by_key(|r| r.trial.seq);
     Ok(out)
@@ -309,7 +357,7 @@ pub fn parse_log(text: &str) -> JobLog {
     for line in text.lines() {
         let line = line.trim();
         let line = line.strip_prefix("- ").unwrap_or(line);
-        if !line.starts_with('{') {
+        if !line.starts_with('{') || !plausible_entry(line) {
             continue;
         }
         let Ok(v) = serde_norway::from_str::<Value>(line) else {
@@ -334,6 +382,46 @@ pub fn parse_log(text: &str) -> JobLog {
         ));
     }
     log
+}
+
+/// The longest log line read as an entry, bytes: an entry is a time, a
+/// level and one line the board printed (ours are base64 lines of 76
+/// characters); a longer line is not ours to read.
+const MAX_ENTRY_LINE: usize = 64 * 1024;
+/// The deepest nesting of an entry read: a LAVA entry is a mapping
+/// holding strings or, for a result, one more mapping.
+const MAX_ENTRY_DEPTH: usize = 8;
+
+/// Whether a log line has the shape of an entry, checked in one pass
+/// before any parser sees it: a YAML parser takes time quadratic in the
+/// nesting of one line (200,000 `[` took 76 s).
+fn plausible_entry(line: &str) -> bool {
+    line.len() <= MAX_ENTRY_LINE && nesting(line) <= MAX_ENTRY_DEPTH
+}
+
+/// How deep `[` and `{` nest in `text`, outside quoted strings.
+fn nesting(text: &str) -> usize {
+    let (mut depth, mut deepest) = (0usize, 0usize);
+    let mut quote: Option<char> = None;
+    let mut escaped = false;
+    for c in text.chars() {
+        match quote {
+            Some(_) if escaped => escaped = false,
+            Some('"') if c == '\\' => escaped = true,
+            Some(q) if c == q => quote = None,
+            Some(_) => {}
+            None => match c {
+                '"' | '\'' => quote = Some(c),
+                '[' | '{' => {
+                    depth += 1;
+                    deepest = deepest.max(depth);
+                }
+                ']' | '}' => depth = depth.saturating_sub(1),
+                _ => {}
+            },
+        }
+    }
+    deepest
 }
 
 /// One target line: a document's base64 line or its closing line.
@@ -374,6 +462,11 @@ fn doc_line(msg: &str, open: &mut BTreeMap<(String, String), String>, log: &mut 
 /// The server's results YAML: a list of `{suite, name, result,
 /// measurement, unit}`.
 pub fn parse_results_yaml(text: &str) -> Result<Vec<Case>> {
+    // A list of flat mappings: refuse a deeper document before the YAML
+    // parser sees it (see [`plausible_entry`]).
+    if nesting(text) > MAX_ENTRY_DEPTH {
+        bail!("nested more than {MAX_ENTRY_DEPTH} deep: expected a list of results");
+    }
     let v: Value = serde_norway::from_str(text).context("not YAML")?;
     let Value::Sequence(items) = untag(v) else {
         bail!("expected a list of test results");
@@ -415,7 +508,7 @@ fn untag(v: Value) -> Value {
 }
 
 /// Standard base64 (with padding, as `base64` prints it).
-fn decode_base64(text: &str) -> Option<Vec<u8>> {
+pub fn decode_base64(text: &str) -> Option<Vec<u8>> {
     fn value(c: u8) -> Option<u32> {
         Some(match c {
             b'A'..=b'Z' => c - b'A',
@@ -451,8 +544,30 @@ fn decode_base64(text: &str) -> Option<Vec<u8>> {
 mod tests {
     use super::*;
 
+    /// Base64 as coreutils writes it (one line): what a board's
+    /// `base64` prints into the log.
+    fn encode_base64(bytes: &[u8]) -> String {
+        const A: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+        let mut out = String::new();
+        for c in bytes.chunks(3) {
+            let n = (u32::from(c[0]) << 16)
+                | (u32::from(*c.get(1).unwrap_or(&0)) << 8)
+                | u32::from(*c.get(2).unwrap_or(&0));
+            for i in 0..4 {
+                if i <= c.len() {
+                    out.push(A[(n >> (18 - 6 * i) & 63) as usize] as char);
+                } else {
+                    out.push('=');
+                }
+            }
+        }
+        out
+    }
+
     #[test]
     fn base64_decodes_what_coreutils_writes() {
+        assert_eq!(encode_base64(b"hello\n"), "aGVsbG8K");
+        assert_eq!(decode_base64(&encode_base64(b"hi")).unwrap(), b"hi");
         assert_eq!(decode_base64("aGVsbG8K").unwrap(), b"hello\n");
         assert_eq!(decode_base64("aGk=").unwrap(), b"hi");
         assert_eq!(decode_base64("aA==").unwrap(), b"h");
@@ -564,6 +679,14 @@ mod tests {
         let dir = RunDir::load(&run).unwrap();
         assert_eq!(dir.configs, ["base", "new"]);
         assert_eq!(dir.records.len(), 4);
+        // Nothing hidden left behind: no room set aside, no temporary.
+        let hidden: Vec<_> = std::fs::read_dir(&run)
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .filter(|n| n.starts_with('.'))
+            .collect();
+        assert!(hidden.is_empty(), "{hidden:?}");
         let m = dir.manifest.unwrap();
         assert_eq!(m.plan.len(), 4);
         assert_eq!(m.outcome, Some(Outcome::Completed));
@@ -571,6 +694,85 @@ mod tests {
         args.scenario = None;
         let e = convert(&args).unwrap_err().to_string();
         assert!(e.contains("give --scenario FILE"), "{e}");
+    }
+
+    #[test]
+    fn records_of_trials_not_in_the_plan_are_refused_and_name_no_file() {
+        use crate::results::testing;
+        let tmp = tempfile::tempdir().unwrap();
+        // A job log whose board sent records under names of its choosing,
+        // each consistent with the trial it claims.
+        let mut log = String::new();
+        for (config, k) in [
+            ("base", 1),
+            ("../../../outside/escape", 1),
+            ("zzz", 99),
+            ("base", 1),
+            ("base", 7),
+        ] {
+            let mut r = testing::trial("base", 1, |_| {});
+            (r.trial.config, r.trial.k) = (config.to_string(), k);
+            let text = serde_json::to_string(&r).unwrap();
+            let b64 = encode_base64(text.as_bytes());
+            let name = format!("{config}-{k}");
+            let entry = |msg: String| {
+                format!("{{\"dt\": \"t\", \"lvl\": \"target\", \"msg\": \"{msg}\"}}\n")
+            };
+            log.push_str(&entry(format!("{DOC_LINE} record {name} {b64}")));
+            log.push_str(&entry(format!(
+                "{DOC_END_LINE} record {name} {}",
+                text.len()
+            )));
+        }
+        let input = tmp.path().join("job.log");
+        std::fs::write(&input, log).unwrap();
+        let scenario = tmp.path().join("synthetic.toml");
+        std::fs::write(
+            &scenario,
+            "name = \"synthetic\"\ntrials = 2\n[audio]\ngenerate = {}\n[[config]]\nname = \"base\"\n",
+        )
+        .unwrap();
+        let results_dir = tmp.path().join("a/b/results");
+        let args = LavaResultsArgs {
+            input,
+            scenario: Some(scenario),
+            results: None,
+            results_dir: Some(results_dir.clone()),
+            label: "lava".into(),
+            gate: false,
+            junit: None,
+        };
+        convert(&args).unwrap();
+        assert!(!tmp.path().join("outside").exists());
+        let run = std::fs::read_dir(results_dir.join("synthetic"))
+            .unwrap()
+            .next()
+            .unwrap()
+            .unwrap()
+            .path();
+        let names: Vec<String> = std::fs::read_dir(run.join("trials"))
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .collect();
+        // The one planned trial given, once; the rest refused.
+        assert_eq!(names, ["base-1.json"]);
+    }
+
+    #[test]
+    fn a_deeply_nested_log_line_is_passed_over_in_one_pass() {
+        assert_eq!(nesting(r#"{"a": [1, {"b": "[[[[{{"}]}"#), 3);
+        assert_eq!(nesting(r#"{"a": "\"[[[["}"#), 1);
+        // 200,000 `[` in one line: not an entry, and not parsed (a YAML
+        // parser takes minutes over it).
+        let line = format!(
+            r#"{{"dt": "x", "lvl": "target", "msg": {}}}"#,
+            "[".repeat(200_000)
+        );
+        assert!(!plausible_entry(&line));
+        let l = parse_log(&line);
+        assert!(l.cases.is_empty() && l.docs.is_empty());
+        assert!(parse_results_yaml(&format!("- {}", "[".repeat(100))).is_err());
     }
 
     #[test]

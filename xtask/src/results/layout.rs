@@ -2,7 +2,7 @@
 
 use std::path::{Path, PathBuf};
 
-use xrunbench_schema::trial::{TrialOutcome, TrialRecord};
+use xrunbench_schema::trial::{TrialId, TrialOutcome, TrialRecord};
 
 /// The run manifest, [`super::RunManifest`].
 pub const MANIFEST: &str = "run.json";
@@ -44,10 +44,11 @@ pub fn is_log_entry_name(name: &str) -> bool {
     !name.starts_with('.') && NOT_MEASURED.iter().any(|s| name.ends_with(s))
 }
 
-/// A trial record's file name: `<stem>.json` when it is a measurement,
-/// else named by how it ended.
-pub fn record_file_name(record: &TrialRecord) -> String {
-    let stem = record.trial.stem();
+/// The file name of the record of trial `id` (the host's own name for
+/// it, never the record's): `<stem>.json` when it is a measurement, else
+/// named by how it ended.
+pub fn record_file_name(id: &TrialId, record: &TrialRecord) -> String {
+    let stem = id.stem();
     let suffix = match record.outcome {
         TrialOutcome::Ran => "json",
         TrialOutcome::Failed { .. } => "failed.json",

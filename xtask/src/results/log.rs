@@ -5,6 +5,7 @@
 //! table or verdict does.
 
 use std::time::SystemTime;
+use xrunbench_schema::doc::one_line;
 
 use serde::{Deserialize, Serialize};
 use xrunbench_schema::trial::{TrialId, TrialOutcome, TrialRecord};
@@ -71,12 +72,13 @@ impl LogEntry {
     pub fn describe(&self) -> String {
         match self {
             LogEntry::Record(r) => match &r.outcome {
-                TrialOutcome::Failed { reason } => format!("failed: {reason}"),
-                TrialOutcome::Interrupted { by } => format!("interrupted by {by}"),
+                // A board's words: escaped onto one line.
+                TrialOutcome::Failed { reason } => format!("failed: {}", one_line(reason)),
+                TrialOutcome::Interrupted { by } => format!("interrupted by {}", one_line(by)),
                 // The reader never files a measurement in the log.
                 TrialOutcome::Ran => "ran".into(),
             },
-            LogEntry::Lost(l) => format!("lost: {}", l.reason),
+            LogEntry::Lost(l) => format!("lost: {}", one_line(&l.reason)),
         }
     }
 }

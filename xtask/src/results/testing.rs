@@ -41,7 +41,7 @@ pub fn write_run(root: &Path, manifest: &RunManifest, records: &[TrialRecord]) -
     let out = RunWriter::create(root, "synthetic", None).unwrap();
     out.manifest(manifest).unwrap();
     for r in records {
-        out.trial_record(r).unwrap();
+        out.trial_record(&r.trial, r).unwrap();
     }
     out.dir().to_path_buf()
 }

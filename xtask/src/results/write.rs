@@ -10,7 +10,7 @@ use std::time::SystemTime;
 use anyhow::{Context, Result};
 use serde::Serialize;
 use xrunbench_schema::doc::{utc_stamp, write_atomic};
-use xrunbench_schema::trial::TrialRecord;
+use xrunbench_schema::trial::{TrialId, TrialRecord};
 
 use super::layout;
 use super::log::LostTrial;
@@ -131,8 +131,18 @@ impl RunWriter {
     /// A trial record: `trials/<stem>.json` when it is a measurement, else
     /// in the run's log beside it (`.failed.json`, `.interrupted.json`).
     /// Returns where it went.
-    pub fn trial_record(&self, record: &TrialRecord) -> Result<PathBuf> {
-        let path = layout::trials_dir(&self.dir).join(layout::record_file_name(record));
+    ///
+    /// The name comes from `id`, the trial as the host planned it; a
+    /// record of any other trial is refused (a board must not choose
+    /// where its record goes).
+    pub fn trial_record(&self, id: &TrialId, record: &TrialRecord) -> Result<PathBuf> {
+        anyhow::ensure!(
+            &record.trial == id,
+            "a record of trial {} is not one of {}: refused",
+            record.trial.display_name(),
+            id.display_name()
+        );
+        let path = layout::trials_dir(&self.dir).join(layout::record_file_name(id, record));
         write_json(&path, record)?;
         Ok(path)
     }

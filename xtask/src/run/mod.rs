@@ -81,7 +81,8 @@ pub struct RunArgs {
 #[derive(clap::Args, Debug, Clone, Default)]
 pub struct TargetArgs {
     /// Run on this board over SSH: an OpenSSH destination (root@rpi4.lab,
-    /// a Host of ~/.ssh/config); replaces the scenario's [target] ssh.
+    /// a Host of ~/.ssh/config), replacing the scenario's [target] ssh; or
+    /// `vm:KERNEL`: a kernel image booted under QEMU (the VM lab).
     #[arg(long, value_name = "DEST")]
     pub target: Option<String>,
     /// An ssh_config option for the board's connection (Port=2222,
@@ -94,7 +95,17 @@ pub struct TargetArgs {
 impl TargetArgs {
     /// Applies `--target` and `--ssh-option` to `s`; an error is one line.
     pub fn apply(&self, s: &mut Scenario) -> Result<(), String> {
-        if let Some(dest) = &self.target {
+        if let Some(kernel) = self.target.as_deref().and_then(|d| d.strip_prefix("vm:")) {
+            // The VM lab with every default, booting this kernel.
+            let spec = crate::lab::vm::VmSpec {
+                kernel: kernel.into(),
+                ..Default::default()
+            };
+            let here = std::env::current_dir().map_err(|e| format!("--target: {e}"))?;
+            let vm = crate::lab::vm::VmSettings::resolve(&spec, &here)
+                .map_err(|(k, m)| format!("--target vm:{kernel}: {k}: {m}"))?;
+            s.target = Some(SshTarget::lab(vm, s.duration, s.warmup));
+        } else if let Some(dest) = &self.target {
             scenario::check_destination(dest).map_err(|m| format!("--target {m}"))?;
             match &mut s.target {
                 Some(t) => t.destination = dest.clone(),
@@ -161,6 +172,9 @@ pub struct RestoreArgs {
 /// `cargo xtask restore`: `xrun-trial restore` on the target (this machine
 /// or `--target`).
 pub fn restore(args: &RestoreArgs) -> Result<ExitCode> {
+    // Ctrl-C ends a restore that hangs (the target's command is stopped
+    // and reaped), as it ends a run.
+    signals::install()?;
     let board = match args.target.board() {
         Ok(b) => b,
         Err(m) => return Ok(bad_input(&[m])),
@@ -179,7 +193,7 @@ pub fn restore(args: &RestoreArgs) -> Result<ExitCode> {
     };
     if let Err(e) = crate::deps::ensure(crate::deps::for_run(
         args.bin_dir.is_some(),
-        s.target.is_some(),
+        s.target.as_ref(),
     )) {
         return Ok(e.report());
     }
@@ -230,14 +244,17 @@ pub fn run(args: &RunArgs) -> Result<ExitCode> {
         .first()
         .map(|c| c.name.clone())
         .unwrap_or_default();
-    let on_board = scenario.target.is_some();
+    let on_board = scenario.target.clone();
     let results_root = args
         .results_dir
         .clone()
         .unwrap_or_else(default_results_root);
     // Building the binaries (which validation needs: it asks xrun-trial)
     // needs the build prerequisites; the scenario itself was checked above.
-    if let Err(e) = crate::deps::ensure(crate::deps::for_run(args.bin_dir.is_some(), on_board)) {
+    if let Err(e) = crate::deps::ensure(crate::deps::for_run(
+        args.bin_dir.is_some(),
+        on_board.as_ref(),
+    )) {
         return Ok(e.report());
     }
     let mut session = match Session::open(SessionArgs {
@@ -397,6 +414,7 @@ fn apply_options(args: &RunArgs, s: &mut Scenario) -> Result<(), String> {
             return Err("--trials must be at least 1".into());
         }
         s.trials = t;
+        scenario::check_size(s).map_err(|(_, msg)| format!("--trials {t}: {msg}"))?;
     }
     if let Some(l) = &args.label {
         let ok = !l.is_empty()

@@ -97,8 +97,9 @@ pub struct MonitorSetting {
     pub trace_buffer_kb: Option<u32>,
 }
 
-/// `[target]`: a board reached over SSH. Every key but `ssh` is optional;
-/// the defaults are in scenarios/README.md.
+/// `[target]`: a board reached over SSH (`ssh`), or a kernel booted under
+/// QEMU as the board (`vm`). Every other key is optional; the defaults are
+/// in scenarios/README.md.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct TargetSpec {
@@ -106,6 +107,10 @@ pub struct TargetSpec {
     /// ~/.ssh/config, `ssh://user@host:port`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ssh: Option<String>,
+    /// The VM lab: `{ kernel = "bzImage", sound = "dummy", … }` (see
+    /// `cargo xtask lab kernel`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub vm: Option<crate::lab::vm::VmSpec>,
     /// TCP port (`Port`); default: ssh's (its config, else 22).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub port: Option<u16>,
@@ -442,6 +447,10 @@ pub struct SshTarget {
     /// The command printing the kernel string expected in /proc/version.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub expect_kernel: Option<String>,
+    /// The VM lab's guest, when the board is one: booted before the
+    /// connection, which then goes to it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub vm: Option<crate::lab::vm::VmSettings>,
 }
 
 fn default_boot_timeout() -> Span {
@@ -469,8 +478,27 @@ impl SshTarget {
             deploy: None,
             boot_timeout: DEFAULT_BOOT_TIMEOUT,
             expect_kernel: None,
+            vm: None,
         })
     }
+
+    /// The VM lab's board for `vm`: root on the guest, reached on
+    /// 127.0.0.1 (port, key and known_hosts filled when it boots); trials
+    /// given the time an emulated CPU may need under load.
+    pub fn lab(vm: crate::lab::vm::VmSettings, duration: Span, warmup: Span) -> Self {
+        let mut t = SshTarget::with_defaults("root@127.0.0.1", duration, warmup)
+            .expect("a valid destination");
+        t.trial_timeout = lab_trial_timeout(duration, warmup);
+        t.vm = Some(vm);
+        t
+    }
+}
+
+/// Default `trial_timeout` in the VM lab: six times the trial's length and
+/// two minutes (a 10 s trial took 45 s of an emulated guest's time on a
+/// busy host).
+pub fn lab_trial_timeout(duration: Span, warmup: Span) -> Span {
+    Span::from_micros(6 * (duration.as_micros() + warmup.as_micros()) + 120_000_000)
 }
 
 /// Default `[target] trial_timeout`: twice the trial's own length and a
@@ -687,9 +715,74 @@ fn is_safe_name(name: &str) -> bool {
 }
 
 /// Fills defaults, merges overrides, and checks what needs no system access.
+/// The most trials per configuration a scenario may ask for (mmtests
+/// runs tens; a thousand already takes days at 10 s).
+pub const MAX_TRIALS: u32 = 10_000;
+/// The longest trial (`duration`), and the longest warm-up.
+pub const MAX_DURATION: Span = Span::from_secs(24 * 3600);
+/// The longest warm-up.
+pub const MAX_WARMUP: Span = Span::from_secs(3600);
+/// The most configurations in one scenario.
+pub const MAX_CONFIGS: usize = 100;
+/// The longest a whole run may be planned to take (trials × configurations
+/// × their length): a month.
+pub const MAX_RUN: Span = Span::from_secs(31 * 24 * 3600);
+
+/// Checks the scenario's size: trials, lengths and their product within
+/// bounds a real run has (values far beyond them are typos, and they would
+/// make a plan and its `run.json` of hundreds of MB, or timeouts no record
+/// can carry). An error is one line naming the field.
+pub fn check_size(s: &Scenario) -> Result<(), (String, String)> {
+    if s.trials == 0 || s.trials > MAX_TRIALS {
+        return Err((
+            "trials".into(),
+            format!("{} is out of range: expected 1 to {MAX_TRIALS}", s.trials),
+        ));
+    }
+    if s.duration > MAX_DURATION {
+        return Err((
+            "duration".into(),
+            format!("{} is too long: at most {MAX_DURATION}", s.duration),
+        ));
+    }
+    if s.warmup > MAX_WARMUP {
+        return Err((
+            "warmup".into(),
+            format!("{} is too long: at most {MAX_WARMUP}", s.warmup),
+        ));
+    }
+    let per_trial = s.duration.as_micros() + s.warmup.as_micros();
+    let total = u128::from(per_trial) * u128::from(s.trials) * s.configs.len() as u128;
+    if total > u128::from(MAX_RUN.as_micros()) {
+        return Err((
+            "trials".into(),
+            format!(
+                "{} configuration(s) × {} trials × ({} + {} warm-up) is {:.0} days of trials: \
+                 expected a run of at most {} days",
+                s.configs.len(),
+                s.trials,
+                s.duration,
+                s.warmup,
+                total as f64 / 86_400e6,
+                MAX_RUN.as_micros() / 86_400_000_000
+            ),
+        ));
+    }
+    Ok(())
+}
+
 pub fn resolve(path: &Path, file: &ScenarioFile) -> Result<Scenario, ScenarioError> {
     let err =
         |field: &str, msg: String| ScenarioError(format!("{}: {field}: {msg}", path.display()));
+    if file.configs.len() > MAX_CONFIGS {
+        return Err(err(
+            "config",
+            format!(
+                "{} [[config]] tables: expected at most {MAX_CONFIGS}",
+                file.configs.len()
+            ),
+        ));
+    }
     if !is_safe_name(&file.name) {
         return Err(err(
             "name",
@@ -762,7 +855,7 @@ pub fn resolve(path: &Path, file: &ScenarioFile) -> Result<Scenario, ScenarioErr
         Some(m) => Some(resolve_monitor(m).map_err(|(k, m)| err(&format!("monitor.{k}"), m))?),
         None => None,
     };
-    Ok(Scenario {
+    let s = Scenario {
         path: path.to_path_buf(),
         name: file.name.clone(),
         description: file.description.clone(),
@@ -773,7 +866,9 @@ pub fn resolve(path: &Path, file: &ScenarioFile) -> Result<Scenario, ScenarioErr
         configs,
         target,
         monitor,
-    })
+    };
+    check_size(&s).map_err(|(field, msg)| err(&field, msg))?;
+    Ok(s)
 }
 
 /// `[monitor]` with its defaults (cyclictest's: FIFO 99, every 1 ms); an
@@ -833,13 +928,56 @@ fn resolve_target(
     duration: Span,
     warmup: Span,
 ) -> Result<SshTarget, (&'static str, String)> {
-    let Some(ssh) = &t.ssh else {
-        return Err((
-            "ssh",
-            "missing: name the board, e.g. ssh = \"root@rpi4.lab\"".into(),
-        ));
+    let mut out = match (&t.ssh, &t.vm) {
+        (Some(_), Some(_)) => {
+            return Err((
+                "vm",
+                "a board is reached over ssh or booted as a vm, not both: drop one".into(),
+            ))
+        }
+        (None, None) => {
+            return Err((
+                "ssh",
+                "missing: name the board, e.g. ssh = \"root@rpi4.lab\", or boot one: vm = { \
+                 kernel = \"bzImage\" }"
+                    .into(),
+            ))
+        }
+        (Some(ssh), None) => {
+            SshTarget::with_defaults(ssh, duration, warmup).map_err(|m| ("ssh", m))?
+        }
+        (None, Some(vm)) => {
+            for (key, given) in [
+                ("port", t.port.is_some()),
+                ("identity", t.identity.is_some()),
+                ("known_hosts", t.known_hosts.is_some()),
+            ] {
+                if given {
+                    return Err((
+                        key,
+                        "the VM lab sets it (its own port, key and host key)".into(),
+                    ));
+                }
+            }
+            let settings =
+                crate::lab::vm::VmSettings::resolve(vm, base_dir).map_err(|(k, m)| {
+                    (
+                        match k {
+                            "kernel" => "vm.kernel",
+                            "modules" => "vm.modules",
+                            "arch" => "vm.arch",
+                            "cpus" => "vm.cpus",
+                            "memory" => "vm.memory",
+                            "sound" => "vm.sound",
+                            "accel" => "vm.accel",
+                            _ => "vm.append",
+                        },
+                        m,
+                    )
+                })?;
+            SshTarget::lab(settings, duration, warmup)
+        }
     };
-    let mut out = SshTarget::with_defaults(ssh, duration, warmup).map_err(|m| ("ssh", m))?;
     if t.port == Some(0) {
         return Err(("port", "must be 1 to 65535".into()));
     }

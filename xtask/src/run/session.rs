@@ -10,6 +10,7 @@
 
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
+use xrunbench_schema::doc::one_line;
 
 use anyhow::Result;
 use xrunbench_schema::probe::{CheckedKnob, Probe};
@@ -102,11 +103,26 @@ pub fn open_target(s: &Scenario, bin_dir: Option<PathBuf>) -> Result<Box<dyn Tar
         };
         return Ok(Box::new(Local::new(&dir)?));
     };
+    if let Some(vm) = &t.vm {
+        // The guest's libraries are those of the binaries it will run:
+        // they come first, then the guest, then the connection to it.
+        let dir = binaries::for_arch(&vm.arch, bin_dir, &features)?;
+        let lab = crate::lab::vm::boot(t, vm, &dir)?;
+        eprintln!("xtask: connecting to {}", lab.describe);
+        let mut ssh = Ssh::connect(&lab.ssh)?;
+        ssh.hold(lab);
+        return deployed(ssh, &dir);
+    }
     eprintln!("xtask: connecting to {}", t.destination);
-    let mut ssh = Ssh::connect(t)?;
+    let ssh = Ssh::connect(t)?;
     let arch = ssh.board_arch()?;
     let dir = binaries::for_arch(&arch, bin_dir, &features)?;
-    match ssh.deploy(&dir)? {
+    deployed(ssh, &dir)
+}
+
+/// `ssh` with the board binaries of `dir` put on the board.
+fn deployed(mut ssh: Ssh, dir: &Path) -> Result<Box<dyn Target>> {
+    match ssh.deploy(dir)? {
         Some(line) => eprintln!("xtask: {line}"),
         None => eprintln!(
             "xtask: board binaries in {} are up to date",
@@ -210,7 +226,7 @@ impl Session {
                 .run_trial(&spec, progress, &|| signals::stop_requested().is_some());
             let (reason, pid) = match run {
                 TrialRun::Record(record) => {
-                    if let Err(e) = out.trial_record(&record) {
+                    if let Err(e) = out.trial_record(&spec.trial, &record) {
                         let why = unkept(&record.outcome, &e);
                         let asked = signals::stop_requested().is_some();
                         if asked && matches!(record.outcome, TrialOutcome::Interrupted { .. }) {
@@ -227,13 +243,13 @@ impl Session {
                     match &record.outcome {
                         TrialOutcome::Ran => return Ok(TrialEnd::Done(record)),
                         TrialOutcome::Failed { reason } => {
-                            return Ok(TrialEnd::Failed(reason.clone()))
+                            return Ok(TrialEnd::Failed(one_line(reason)))
                         }
                         TrialOutcome::Interrupted { .. } if signals::stop_requested().is_some() => {
                             return Ok(TrialEnd::Interrupted)
                         }
                         TrialOutcome::Interrupted { by } => {
-                            (format!("xrun-trial was stopped by {by}"), None)
+                            (format!("xrun-trial was stopped by {}", one_line(by)), None)
                         }
                     }
                 }
@@ -308,8 +324,8 @@ fn unkept(outcome: &TrialOutcome, write: &anyhow::Error) -> String {
     let kept = format!("its record could not be kept: {write:#}");
     match outcome {
         TrialOutcome::Ran => format!("ran, but {kept}"),
-        TrialOutcome::Failed { reason } => format!("{reason}; {kept}"),
-        TrialOutcome::Interrupted { by } => format!("interrupted by {by}; {kept}"),
+        TrialOutcome::Failed { reason } => format!("{}; {kept}", one_line(reason)),
+        TrialOutcome::Interrupted { by } => format!("interrupted by {}; {kept}", one_line(by)),
     }
 }
 

@@ -6,6 +6,7 @@
 //! one line each, before anything runs.
 
 use std::path::Path;
+use xrunbench_schema::doc::one_line;
 
 use xrunbench_schema::probe::CheckReport;
 
@@ -128,9 +129,14 @@ pub fn target_lines(s: &Scenario, report: &CheckReport, host: &[(String, String)
             let field = p
                 .field
                 .as_deref()
-                .map(|f| format!("{}: ", scenario_key(f)))
+                .map(|f| format!("{}: ", one_line(&scenario_key(f))))
                 .unwrap_or_default();
-            format!("{file}: config `{}`: {field}{}", p.config, p.message)
+            // The target's words, escaped: a board may print anything.
+            format!(
+                "{file}: config `{}`: {field}{}",
+                one_line(&p.config),
+                one_line(&p.message)
+            )
         })
         .collect()
 }

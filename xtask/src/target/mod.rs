@@ -8,6 +8,7 @@
 //! and everything else is shared.
 
 pub mod binaries;
+pub mod bounded;
 pub mod hooks;
 mod local;
 pub mod ssh;
@@ -15,15 +16,16 @@ pub mod ssh;
 pub use local::Local;
 pub use ssh::Ssh;
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
+use xrunbench_schema::doc::one_line;
 use xrunbench_schema::probe::{CheckReport, Probe, CHECK_SCHEMA, PROBE_SCHEMA};
-use xrunbench_schema::trial::{TrialRecord, TrialSpec, TRIAL_SCHEMA};
+use xrunbench_schema::trial::{TrialId, TrialRecord, TrialSpec, TRIAL_SCHEMA};
 
 /// The line a target's trial command prints first on stderr when the pid
 /// of `xrun-trial` there is not the pid of the process we spawned (`ssh`):
@@ -33,6 +35,15 @@ pub const PID_MARKER: &str = "xrunbench-pid ";
 /// After a trial ran past its timeout and was asked to stop, how long it
 /// may take to restore its knobs and exit before it is killed.
 const STOP_GRACE: Duration = Duration::from_secs(10);
+
+/// How long `xrun-trial probe` may take (a few reads of /proc and /sys).
+const PROBE_LIMIT: Duration = Duration::from_secs(120);
+/// How long `xrun-trial check` may take (each knob written, read back and
+/// restored, under the machine lock).
+const CHECK_LIMIT: Duration = Duration::from_secs(600);
+/// How long `xrun-trial restore` may take at least: it waits for the
+/// machine lock, which a trial of another run may hold for its length.
+const RESTORE_LIMIT: Duration = Duration::from_secs(600);
 
 /// What running one trial on a target gave.
 #[derive(Debug)]
@@ -104,6 +115,12 @@ pub trait Target {
         }
     }
 
+    /// Drops the link to the target, so that whatever it holds open on
+    /// our side ends (an SSH master keeps a session's pipes open after its
+    /// client was killed); the next command reconnects. Nothing for a
+    /// target without a link.
+    fn drop_link(&self) {}
+
     /// Why the link to the target went, when it did (added to a lost
     /// trial's reason).
     fn link_note(&self) -> Option<String> {
@@ -142,7 +159,7 @@ pub trait Target {
 
     /// What the target offers (`xrun-trial probe`).
     fn probe(&self) -> Result<Probe> {
-        let out = capture(self.xrun_trial(&["probe"]), None, "xrun-trial probe")?;
+        let out = capture(self, &["probe"], None, PROBE_LIMIT)?;
         if !out.status.success() {
             bail!(
                 "xrun-trial probe failed ({}): {}",
@@ -175,7 +192,7 @@ pub trait Target {
             input.push_str(&serde_json::to_string(s).context("serializing a trial spec")?);
             input.push('\n');
         }
-        let out = capture(self.xrun_trial(&args), Some(input), "xrun-trial check")?;
+        let out = capture(self, &args, Some(input), CHECK_LIMIT)?;
         match out.status.code() {
             Some(0 | 1) => {}
             _ => bail!(
@@ -198,7 +215,8 @@ pub trait Target {
     /// Replays the journals a killed trial left (`xrun-trial restore`);
     /// returns whether all went well and one line per journal.
     fn restore(&self) -> Result<(bool, Vec<String>)> {
-        let out = capture(self.xrun_trial(&["restore"]), None, "xrun-trial restore")?;
+        let limit = self.trial_timeout().unwrap_or_default().max(RESTORE_LIMIT);
+        let out = capture(self, &["restore"], None, limit)?;
         let lines = String::from_utf8_lossy(&out.stdout)
             .lines()
             .map(str::to_string)
@@ -260,8 +278,9 @@ pub fn run_trial_on<T: Target + ?Sized>(
         // A write error means it is already gone: its status says why.
         let _ = w.write_all(text.as_bytes()).and_then(|()| w.flush());
     }
-    let reader = read_all(child.stdout.take());
-    let lines = stderr_lines(child.stderr.take());
+    let overflow = bounded::Overflow::default();
+    let reader = bounded::read_capped(child.stdout.take(), bounded::RECORD_MAX, &overflow);
+    let lines = bounded::lines_capped(child.stderr.take(), &overflow);
     let mut tail: Vec<String> = Vec::new();
     let mut show = |line: String, pid: &mut Option<u32>| {
         if let Some(n) = line.strip_prefix(PID_MARKER) {
@@ -275,13 +294,18 @@ pub fn run_trial_on<T: Target + ?Sized>(
         }
     };
     let deadline = target.trial_timeout().map(|t| started + t);
-    let mut overran: Option<Instant> = None;
+    // Why we stopped it ourselves, and when: it ran past its timeout, sent
+    // more than we read, or did not end within the grace after we asked
+    // it to (closing its stdin).
+    let mut cut: Option<(Instant, String)> = None;
+    let mut asked: Option<Instant> = None;
     let status = loop {
         if let Ok(line) = lines.recv_timeout(Duration::from_millis(50)) {
             show(line, &mut pid);
         }
         if stdin.is_some() && stop() {
             stdin = None;
+            asked = Some(Instant::now());
         }
         match child.try_wait() {
             Ok(Some(s)) => break Some(s),
@@ -294,15 +318,34 @@ pub fn run_trial_on<T: Target + ?Sized>(
             }
         }
         let now = Instant::now();
-        match overran {
-            None if deadline.is_some_and(|d| now >= d) => {
+        let why = if overflow.passed() {
+            Some(format!(
+                "it sent more than {} MiB (a record, or stderr past {} MiB): cut off",
+                bounded::RECORD_MAX >> 20,
+                bounded::STDERR_MAX >> 20
+            ))
+        } else if deadline.is_some_and(|d| now >= d) {
+            Some(format!(
+                "it ran past its trial_timeout of {} s and was stopped on the target",
+                target.trial_timeout().unwrap_or_default().as_secs()
+            ))
+        } else if asked.is_some_and(|t| now - t >= STOP_GRACE + STOP_GRACE) {
+            Some(format!(
+                "it did not stop within {} s of being asked to",
+                (STOP_GRACE + STOP_GRACE).as_secs()
+            ))
+        } else {
+            None
+        };
+        match (&cut, why) {
+            (None, Some(why)) => {
                 if let Some(p) = pid {
                     target.signal_trial(p, false);
                 }
                 stdin = None;
-                overran = Some(now);
+                cut = Some((now, why));
             }
-            Some(t) if now - t >= STOP_GRACE => {
+            (Some((t, _)), _) if now - *t >= STOP_GRACE => {
                 if let Some(p) = pid {
                     target.signal_trial(p, true);
                 }
@@ -313,19 +356,21 @@ pub fn run_trial_on<T: Target + ?Sized>(
         }
     };
     drop(stdin);
-    for line in lines.iter() {
+    // Its output ends when it does, unless something on our side still
+    // holds the pipes (an SSH master does, for a trial that would not
+    // die): then the link goes, and with it the pipes.
+    let drained = Instant::now() + bounded::DRAIN;
+    let mut out = bounded::collect(&reader, drained);
+    if out.is_none() {
+        target.drop_link();
+        out = bounded::collect(&reader, Instant::now() + bounded::DRAIN);
+    }
+    while let Some(line) = bounded::collect(&lines, Instant::now() + Duration::from_millis(200)) {
         show(line, &mut pid);
     }
-    let out = reader.join().unwrap_or_default();
-    if overran.is_some() {
-        let limit = target.trial_timeout().unwrap_or_default();
-        return TrialRun::Lost {
-            reason: format!(
-                "it ran past its trial_timeout of {} s and was stopped on the target",
-                limit.as_secs()
-            ),
-            pid,
-        };
+    let out = out.unwrap_or_default();
+    if let Some((_, why)) = cut {
+        return TrialRun::Lost { reason: why, pid };
     }
     let status = status.map_or_else(|| "unknown status".to_string(), |s| s.to_string());
     let lost = |reason: String| TrialRun::Lost {
@@ -335,13 +380,9 @@ pub fn run_trial_on<T: Target + ?Sized>(
         },
         pid,
     };
-    match serde_json::from_slice::<TrialRecord>(&out) {
-        Ok(r) if r.schema == TRIAL_SCHEMA => TrialRun::Record(Box::new(r)),
-        Ok(r) => lost(format!(
-            "xrun-trial wrote schema `{}`, expected `{TRIAL_SCHEMA}`",
-            r.schema
-        )),
-        Err(_) => lost(format!(
+    match record_from(&out, &spec.trial) {
+        Ok(r) => TrialRun::Record(Box::new(r)),
+        Err(RecordRefused::Unread) => lost(format!(
             "xrun-trial ended ({status}) without a record: {}",
             if tail.is_empty() {
                 "no message".to_string()
@@ -349,37 +390,76 @@ pub fn run_trial_on<T: Target + ?Sized>(
                 tail.join(" / ")
             }
         )),
+        Err(RecordRefused::Refused(why)) => lost(why),
     }
 }
 
-/// A child's stdout, read to its end in a thread.
-fn read_all(stdout: Option<std::process::ChildStdout>) -> std::thread::JoinHandle<Vec<u8>> {
-    let mut stdout = stdout;
-    std::thread::spawn(move || {
-        let mut buf = Vec::new();
-        if let Some(o) = stdout.as_mut() {
-            let _ = o.read_to_end(&mut buf);
-        }
-        buf
-    })
+/// Why what a trial printed on stdout is not its record.
+#[derive(Debug)]
+pub enum RecordRefused {
+    /// It is not a trial record at all.
+    Unread,
+    /// A record, refused: one line why.
+    Refused(String),
 }
 
-/// Runs a command to its end with `input` on stdin, capturing stdout; its
-/// stderr is shown on ours as it comes (a wait for the machine lock, the
-/// journals it replays) and captured too.
-fn capture(cmd: Command, input: Option<String>, what: &str) -> Result<std::process::Output> {
-    run_to_end(cmd, input.map(String::into_bytes), None, true, what)
+/// The record of trial `sent` in what its `xrun-trial` printed on stdout
+/// (read bounded: [`bounded::RECORD_MAX`]). A record names the trial it is
+/// of, and the host files it by its own name for the trial it sent: a
+/// record of any other trial is refused (a board must not choose where
+/// its record goes, nor pass it off as another configuration's), as is
+/// one of another schema.
+pub fn record_from(stdout: &[u8], sent: &TrialId) -> Result<TrialRecord, RecordRefused> {
+    let r: TrialRecord = serde_json::from_slice(stdout).map_err(|_| RecordRefused::Unread)?;
+    if r.schema != TRIAL_SCHEMA {
+        return Err(RecordRefused::Refused(format!(
+            "xrun-trial wrote schema `{}`, expected `{TRIAL_SCHEMA}`",
+            one_line(&r.schema)
+        )));
+    }
+    if &r.trial != sent {
+        return Err(RecordRefused::Refused(format!(
+            "xrun-trial answered for trial {}, not for {}: its record is refused",
+            r.trial.display_name(),
+            sent.display_name()
+        )));
+    }
+    Ok(r)
+}
+
+/// `xrun-trial ARGS…` on `target` to its end with `input` on stdin,
+/// within `limit`; its stderr is shown on ours as it comes (a wait for the
+/// machine lock, the journals it replays) and captured too.
+fn capture<T: Target + ?Sized>(
+    target: &T,
+    args: &[&str],
+    input: Option<String>,
+    limit: Duration,
+) -> Result<std::process::Output> {
+    let what = format!("xrun-trial {}", args.first().copied().unwrap_or_default());
+    run_to_end(
+        target.xrun_trial(args),
+        input.map(String::into_bytes),
+        Some(limit),
+        true,
+        &what,
+        &|| target.drop_link(),
+    )
 }
 
 /// Runs `cmd` to its end: `input` on stdin (else none), stdout and stderr
-/// captured, stderr also shown on ours with `show_stderr`. Past `timeout`
-/// it is killed and this fails.
+/// captured — at most [`bounded::REPORT_MAX`] and [`bounded::STDERR_MAX`]
+/// bytes, lines escaped — stderr also shown on ours with `show_stderr`.
+/// It is killed and this fails past `timeout`, past those limits, or when
+/// we are asked to stop (SIGINT, SIGTERM); then `drop_link` runs if its
+/// output still does not end (a link that holds its pipes open).
 pub(crate) fn run_to_end(
     mut cmd: Command,
     input: Option<Vec<u8>>,
     timeout: Option<Duration>,
     show_stderr: bool,
     what: &str,
+    drop_link: &dyn Fn(),
 ) -> Result<std::process::Output> {
     cmd.stdin(if input.is_some() {
         Stdio::piped()
@@ -396,71 +476,74 @@ pub(crate) fn run_to_end(
             let _ = w.write_all(&bytes);
         });
     }
-    let stdout = read_all(child.stdout.take());
-    let lines = stderr_lines(child.stderr.take());
-    let shown = std::thread::spawn(move || {
+    let overflow = bounded::Overflow::default();
+    let stdout = bounded::read_capped(child.stdout.take(), bounded::REPORT_MAX, &overflow);
+    let lines = bounded::lines_capped(child.stderr.take(), &overflow);
+    let (tx, shown) = mpsc::channel();
+    std::thread::spawn(move || {
         let mut all = Vec::new();
-        for l in lines {
-            if show_stderr {
+        for (n, l) in lines.iter().enumerate() {
+            if show_stderr && n < SHOWN_LINES {
                 eprintln!("{l}");
+            } else if show_stderr && n == SHOWN_LINES {
+                eprintln!("(more lines not shown)");
             }
             all.extend_from_slice(l.as_bytes());
             all.push(b'\n');
+            if all.len() > KEPT_STDERR {
+                all.drain(..all.len() - KEPT_STDERR);
+            }
         }
-        all
+        let _ = tx.send(all);
     });
-    let status = wait_until(&mut child, timeout.map(|t| Instant::now() + t))
-        .with_context(|| format!("waiting for {what}"))?;
-    let Some(status) = status else {
+    let deadline = timeout.map(|t| Instant::now() + t);
+    let ended = loop {
+        if let Some(status) = child
+            .try_wait()
+            .with_context(|| format!("waiting for {what}"))?
+        {
+            break Ok(status);
+        }
+        if let Some(sig) = crate::run::signals::stop_requested() {
+            break Err(format!("{what}: stopped, signal {sig} received"));
+        }
+        if overflow.passed() {
+            break Err(format!(
+                "{what} printed more than {} MiB (or {} MiB of stderr): cut off",
+                bounded::REPORT_MAX >> 20,
+                bounded::STDERR_MAX >> 20
+            ));
+        }
+        if deadline.is_some_and(|d| Instant::now() >= d) {
+            break Err(format!(
+                "{what} did not finish within {} s",
+                timeout.unwrap_or_default().as_secs()
+            ));
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    if ended.is_err() {
         let _ = child.kill();
         let _ = child.wait();
-        bail!(
-            "{what} did not finish within {} s",
-            timeout.unwrap_or_default().as_secs()
-        );
-    };
+    }
+    let mut out = bounded::collect(&stdout, Instant::now() + bounded::DRAIN);
+    if out.is_none() {
+        drop_link();
+        out = bounded::collect(&stdout, Instant::now() + bounded::DRAIN);
+    }
+    let status = ended.map_err(anyhow::Error::msg)?;
     Ok(std::process::Output {
         status,
-        stdout: stdout.join().unwrap_or_default(),
-        stderr: shown.join().unwrap_or_default(),
+        stdout: out.with_context(|| format!("{what}: its output did not end"))?,
+        stderr: bounded::collect(&shown, Instant::now() + bounded::DRAIN).unwrap_or_default(),
     })
 }
 
-/// Waits for `child` until `deadline` (none: for ever); `None` when it is
-/// still running then.
-fn wait_until(
-    child: &mut Child,
-    deadline: Option<Instant>,
-) -> std::io::Result<Option<std::process::ExitStatus>> {
-    let Some(deadline) = deadline else {
-        return child.wait().map(Some);
-    };
-    loop {
-        if let Some(s) = child.try_wait()? {
-            return Ok(Some(s));
-        }
-        if Instant::now() >= deadline {
-            return Ok(None);
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
-/// The target's stderr, line by line, from a thread.
-fn stderr_lines(stderr: Option<std::process::ChildStderr>) -> mpsc::Receiver<String> {
-    let (tx, rx) = mpsc::channel();
-    if let Some(e) = stderr {
-        std::thread::spawn(move || {
-            for line in BufReader::new(e).lines() {
-                let Ok(line) = line else { break };
-                if tx.send(line).is_err() {
-                    break;
-                }
-            }
-        });
-    }
-    rx
-}
+/// Lines of a command's stderr shown at most; the rest are kept (the last
+/// [`KEPT_STDERR`] bytes) for its error message.
+const SHOWN_LINES: usize = 200;
+/// The most of a command's stderr kept for its error message, bytes.
+const KEPT_STDERR: usize = 64 * 1024;
 
 /// The last non-empty line of a captured output.
 pub(crate) fn last(bytes: &[u8]) -> String {

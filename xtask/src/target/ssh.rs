@@ -206,9 +206,18 @@ pub struct Ssh {
     /// one; until then the control directory).
     log_dir: Option<PathBuf>,
     finished: bool,
+    /// The VM lab's guest when the board is one: it outlives the
+    /// connection (fields drop after [`Drop::drop`] closed the master).
+    lab: Option<crate::lab::vm::Lab>,
 }
 
 impl Ssh {
+    /// Keeps the VM lab's guest this connection goes to: it powers off
+    /// when the target is dropped.
+    pub fn hold(&mut self, lab: crate::lab::vm::Lab) {
+        self.lab = Some(lab);
+    }
+
     /// Opens the run's connection to the board `settings` names.
     pub fn connect(settings: &SshTarget) -> Result<Ssh> {
         let mut options = Vec::new();
@@ -245,6 +254,7 @@ impl Ssh {
             staged: Vec::new(),
             log_dir: None,
             finished: false,
+            lab: None,
         };
         let master = ssh.start_master().map_err(|e| anyhow!(e))?;
         *ssh.master.borrow_mut() = Some(master);
@@ -437,7 +447,14 @@ impl Ssh {
         if !self.link_up() {
             bail!("{what}: the link to {} is down", self.describe());
         }
-        run_to_end(self.remote(script), input, Some(timeout), false, what)
+        run_to_end(
+            self.remote(script),
+            input,
+            Some(timeout),
+            false,
+            what,
+            &|| self.close_master(),
+        )
     }
 
     /// Like [`Ssh::exec`], failing unless the script exits 0; returns its
@@ -736,6 +753,7 @@ impl Ssh {
                 Some(Duration::from_secs(5)),
                 false,
                 "ssh -O exit",
+                &|| {},
             );
         }
         let _ = m.child.kill();
@@ -814,6 +832,9 @@ impl Ssh {
 
 impl Target for Ssh {
     fn describe(&self) -> String {
+        if let Some(lab) = &self.lab {
+            return lab.describe.clone();
+        }
         if self.view.port == 22 {
             format!("ssh {}", self.settings.destination)
         } else {
@@ -862,6 +883,10 @@ impl Target for Ssh {
         let script =
             format!("p={pid}; grep -q xrun-trial /proc/$p/cmdline 2>/dev/null && kill -{sig} $p");
         let _ = self.exec(&script, None, SHORT_COMMAND, "stopping the trial");
+    }
+
+    fn drop_link(&self) {
+        self.close_master();
     }
 
     fn link_note(&self) -> Option<String> {
@@ -1032,8 +1057,15 @@ fn ssh_view(options: &[String], destination: &str) -> Result<SshView> {
         c.arg("-o").arg(o);
     }
     c.arg("--").arg(destination);
-    let out = run_to_end(c, None, Some(Duration::from_secs(30)), false, "ssh -G")
-        .context("running ssh (Debian package openssh-client)")?;
+    let out = run_to_end(
+        c,
+        None,
+        Some(Duration::from_secs(30)),
+        false,
+        "ssh -G",
+        &|| {},
+    )
+    .context("running ssh (Debian package openssh-client)")?;
     if !out.status.success() {
         bail!(
             "ssh does not accept the target {destination}: {}",

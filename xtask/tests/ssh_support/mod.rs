@@ -31,6 +31,11 @@ pub struct Xtask {
 
 impl Xtask {
     pub fn spawn(args: &[&str], dir: &Path) -> Xtask {
+        Xtask::spawn_with_bins(args, dir, &support::bin_dir())
+    }
+
+    /// [`Xtask::spawn`] with the board binaries from `bins`.
+    pub fn spawn_with_bins(args: &[&str], dir: &Path, bins: &Path) -> Xtask {
         static SEQ: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
         let n = SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let out = dir.join(format!("xtask-{n}.out"));
@@ -38,7 +43,7 @@ impl Xtask {
         let child = support::xtask()
             .args(args)
             .arg("--bin-dir")
-            .arg(support::bin_dir())
+            .arg(bins)
             .process_group(0)
             .stdin(Stdio::null())
             .stdout(std::fs::File::create(&out).unwrap())

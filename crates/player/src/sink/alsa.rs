@@ -423,6 +423,19 @@ impl Sink for AlsaSink {
             Ok(()) => Ok(()),
             // An underrun during drain, or a signal: nothing left to play.
             Err(e) if e.errno() == libc::EPIPE => Ok(()),
+            // The kernel gave up waiting for the queued periods to play
+            // (its drain timeout: the stream's pointer did not move for
+            // seconds — a driver in trouble, or an emulated guest held off
+            // its CPUs). Every frame was written and measured: the rest
+            // is dropped, said on stderr, and the run ends as played.
+            Err(e) if e.errno() == libc::EIO => {
+                eprintln!(
+                    "xrun-player: drain: the kernel gave up waiting for the last periods \
+                     ({e}); dropped them"
+                );
+                let _ = self.pcm.drop();
+                Ok(())
+            }
             Err(e) => {
                 let _ = self.pcm.drop();
                 Err(classify(e))

@@ -1,0 +1,72 @@
+//! A compromised board, as the host sees it: a directory of board binaries
+//! (for `--bin-dir`) whose `xrun-trial` is a script that misbehaves on the
+//! commands a test chooses and hands every other command to the suite's
+//! real `xrun-trial`. The player and hackbench beside it are the real
+//! ones, so a misbehaving `xrun-trial` can still run a real trial and then
+//! lie about it.
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+
+use crate::boards;
+
+/// A board directory with a fake `xrun-trial`; removed on drop.
+pub struct FakeBoard {
+    dir: tempfile::TempDir,
+}
+
+impl FakeBoard {
+    /// A board whose `xrun-trial SUBCOMMAND …` runs `script` (sh; `$REAL`
+    /// is the real `xrun-trial`, `"$@"` the arguments) for each
+    /// (subcommand, script) in `fakes`, and the real one for the others.
+    pub fn new(fakes: &[(&str, &str)]) -> FakeBoard {
+        let real = boards::bin_dir();
+        let dir = tempfile::tempdir().unwrap();
+        for b in ["xrun-player", "xrun-hackbench"] {
+            std::fs::copy(real.join(b), dir.path().join(b)).unwrap();
+        }
+        let mut cases = String::new();
+        for (cmd, script) in fakes {
+            cases.push_str(&format!("  {cmd})\n{script}\n    ;;\n"));
+        }
+        let text = format!(
+            "#!/bin/sh\n# A compromised board's xrun-trial (xrunbench's tests).\n\
+             REAL={real}\ncase \"$1\" in\n{cases}  *) exec \"$REAL\" \"$@\" ;;\nesac\n",
+            real = shell_quote(&real.join("xrun-trial").display().to_string()),
+        );
+        let path = dir.path().join("xrun-trial");
+        std::fs::write(&path, text).unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+        FakeBoard { dir }
+    }
+
+    /// The directory to give as `--bin-dir`.
+    pub fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// The fake `xrun-trial`.
+    pub fn trial(&self) -> PathBuf {
+        self.dir.path().join("xrun-trial")
+    }
+}
+
+/// `s` quoted for sh.
+pub fn shell_quote(s: &str) -> String {
+    format!("'{}'", s.replace('\'', "'\\''"))
+}
+
+/// A `run` script: the real trial, whose record's `config` is replaced by
+/// `config` on its way out (a board that names the file its record goes
+/// to).
+pub fn record_renamed(config: &str) -> String {
+    format!(
+        "    \"$REAL\" \"$@\" | sed 's|\"config\": \"[^\"]*\"|\"config\": {}|'",
+        serde_quote(config)
+    )
+}
+
+/// `s` as a JSON string (no characters that need escaping expected).
+fn serde_quote(s: &str) -> String {
+    format!("\"{s}\"")
+}

@@ -1,0 +1,402 @@
+//! A guest under QEMU: the command line for each architecture (TCG, or KVM
+//! where it works), its console in a file the host watches, a user-mode
+//! network that reaches nothing but one port forwarded from 127.0.0.1
+//! (`restrict=on`), and the emulated sound card. A [`Guest`] is QEMU as
+//! our child: killed and reaped when dropped, whatever happened.
+
+use std::fs;
+use std::os::unix::process::CommandExt;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result};
+
+use super::initramfs::{Sound, NO_SOUND};
+use crate::board::arch::Arch;
+use crate::run::signals;
+
+/// How QEMU runs the guest's CPUs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Accel {
+    /// The host's CPU through /dev/kvm.
+    Kvm,
+    /// QEMU's own emulation (multi-threaded): slower, and its timing
+    /// follows the host's load.
+    Tcg,
+}
+
+impl Accel {
+    /// Its name in a scenario and in the run header.
+    pub fn name(self) -> &'static str {
+        match self {
+            Accel::Kvm => "kvm",
+            Accel::Tcg => "tcg",
+        }
+    }
+}
+
+/// Everything one boot needs.
+#[derive(Debug, Clone)]
+pub struct Boot {
+    /// The guest's architecture.
+    pub arch: Arch,
+    /// The kernel image.
+    pub kernel: PathBuf,
+    /// The initramfs.
+    pub initrd: PathBuf,
+    /// More kernel command line.
+    pub append: String,
+    /// Virtual CPUs.
+    pub cpus: u32,
+    /// Memory, MiB.
+    pub memory_mib: u32,
+    /// The emulated sound card (HDA needs a device; dummy and aloop none).
+    pub sound: Sound,
+    /// KVM or TCG.
+    pub accel: Accel,
+    /// The host port forwarded to the guest's port 22; none: no network.
+    pub ssh_port: Option<u16>,
+    /// Where the guest's console goes.
+    pub console: PathBuf,
+}
+
+impl Boot {
+    /// The QEMU command line.
+    pub fn command(&self) -> Command {
+        let (program, machine, console, nic): (&str, &[&str], &str, &str) = match self.arch {
+            Arch::X86_64 => ("qemu-system-x86_64", &[], "ttyS0", "e1000"),
+            Arch::Aarch64 => (
+                "qemu-system-aarch64",
+                &["-M", "virt"],
+                "ttyAMA0",
+                "virtio-net-pci",
+            ),
+            Arch::Armv7 => (
+                "qemu-system-arm",
+                &["-M", "virt"],
+                "ttyAMA0",
+                "virtio-net-pci",
+            ),
+        };
+        let mut c = Command::new(program);
+        c.args(machine);
+        match (self.accel, self.arch) {
+            (Accel::Kvm, _) => c.args(["-accel", "kvm", "-cpu", "host"]),
+            (Accel::Tcg, Arch::X86_64) => c.args(["-accel", "tcg,thread=multi", "-cpu", "max"]),
+            (Accel::Tcg, Arch::Aarch64) => {
+                c.args(["-accel", "tcg,thread=multi", "-cpu", "cortex-a57"])
+            }
+            (Accel::Tcg, Arch::Armv7) => {
+                c.args(["-accel", "tcg,thread=multi", "-cpu", "cortex-a15"])
+            }
+        };
+        c.arg("-smp").arg(self.cpus.to_string());
+        c.arg("-m").arg(self.memory_mib.to_string());
+        c.arg("-kernel").arg(&self.kernel);
+        c.arg("-initrd").arg(&self.initrd);
+        // noirqdebug: PREEMPT_RT kernels otherwise disable a serial port's
+        // IRQ as "nobody cared" and hang on it. no_timer_check: x86's
+        // boot-time check that the IO-APIC timer ticks counts ticks over a
+        // busy-wait; an emulated CPU the host starves sees too few and the
+        // kernel panics ("IO-APIC + timer doesn't work!", seen beside 60
+        // busy loops) — virtual machines skip it, as virtme-ng's do.
+        let timer_check = match self.arch {
+            Arch::X86_64 => " no_timer_check",
+            Arch::Aarch64 | Arch::Armv7 => "",
+        };
+        c.arg("-append").arg(format!(
+            "console={console} quiet loglevel=3 noirqdebug{timer_check} panic=-1 {}",
+            self.append
+        ));
+        c.args(["-display", "none", "-no-reboot", "-monitor", "none"]);
+        c.arg("-serial")
+            .arg(format!("file:{}", self.console.display()));
+        match self.ssh_port {
+            // Only the forwarded port: the guest reaches no network at all.
+            Some(port) => c.arg("-nic").arg(format!(
+                "user,model={nic},restrict=on,hostfwd=tcp:127.0.0.1:{port}-:22"
+            )),
+            None => c.args(["-nic", "none"]),
+        };
+        if self.sound == Sound::Hda {
+            c.args([
+                "-audiodev",
+                "none,id=snd0",
+                "-device",
+                "intel-hda",
+                "-device",
+                "hda-output,audiodev=snd0",
+            ]);
+        }
+        c
+    }
+}
+
+/// A running guest: QEMU, our child, killed and reaped when dropped.
+pub struct Guest {
+    child: Child,
+    console: PathBuf,
+    /// Seconds from QEMU's start to the guest's ready line.
+    pub ready_after: f64,
+}
+
+/// How a boot ended, when it did not reach the ready line.
+#[derive(Debug)]
+pub enum BootError {
+    /// QEMU itself refused (its message).
+    Qemu(String),
+    /// The guest ran, but never said it was ready within the limit.
+    Timeout(String),
+    /// The guest said why it is not ready (no sound card, a panic).
+    Guest(String),
+    /// We were asked to stop.
+    Interrupted(i32),
+}
+
+impl std::fmt::Display for BootError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            BootError::Qemu(m) | BootError::Timeout(m) | BootError::Guest(m) => f.write_str(m),
+            BootError::Interrupted(s) => write!(f, "stopped by signal {s} while the guest booted"),
+        }
+    }
+}
+
+impl std::error::Error for BootError {}
+
+/// Starts QEMU for `boot` and waits until the guest is ready (its console
+/// has a line holding `ready`: [`super::initramfs::READY`] or
+/// [`super::initramfs::TRIAL_STARTS`]), QEMU exits, the guest reports a failure, `limit`
+/// passes or we are asked to stop; on any failure QEMU is gone when this
+/// returns.
+pub fn start(boot: &Boot, ready: &str, limit: Duration) -> Result<Guest, BootError> {
+    let _ = fs::remove_file(&boot.console);
+    let stderr = boot.console.with_extension("qemu.log");
+    let err_file = fs::File::create(&stderr).map_err(|e| BootError::Qemu(e.to_string()))?;
+    let started = Instant::now();
+    let child = boot
+        .command()
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(err_file)
+        // Its own process group: a terminal's Ctrl-C is ours to handle.
+        .process_group(0)
+        .spawn()
+        .map_err(|e| {
+            BootError::Qemu(format!(
+                "cannot start {:?} (package qemu-system-x86 / qemu-system-arm): {e}",
+                boot.command().get_program()
+            ))
+        })?;
+    let mut guest = Guest {
+        child,
+        console: boot.console.clone(),
+        ready_after: 0.0,
+    };
+    loop {
+        let console = fs::read_to_string(&boot.console).unwrap_or_default();
+        if let Some(line) = console.lines().find(|l| l.contains(NO_SOUND)) {
+            return Err(BootError::Guest(format!(
+                "the kernel {} has no {} sound card: {}",
+                boot.kernel.display(),
+                boot.sound.name(),
+                line.trim()
+            )));
+        }
+        if let Some(line) = console.lines().find(|l| l.contains("Kernel panic")) {
+            return Err(BootError::Guest(format!(
+                "the guest's kernel panicked: {}",
+                xrunbench_schema::doc::one_line(line.trim())
+            )));
+        }
+        if console.lines().any(|l| l.contains(ready)) {
+            guest.ready_after = started.elapsed().as_secs_f64();
+            return Ok(guest);
+        }
+        if let Ok(Some(status)) = guest.child.try_wait() {
+            let text = fs::read_to_string(&stderr).unwrap_or_default();
+            let last = text
+                .lines()
+                .rev()
+                .find(|l| !l.trim().is_empty())
+                .unwrap_or("");
+            return Err(BootError::Qemu(format!(
+                "QEMU ended ({status}) before the guest was ready: {}",
+                xrunbench_schema::doc::one_line(last.trim())
+            )));
+        }
+        if let Some(sig) = signals::stop_requested() {
+            return Err(BootError::Interrupted(sig));
+        }
+        if let Some(spent) = over_limit(boot.accel, limit, started, guest.child.id()) {
+            return Err(BootError::Timeout(format!(
+                "the guest did not reach its init within {} s of {} ({}): is {} a kernel \
+                 for {}?",
+                limit.as_secs(),
+                spent,
+                boot.accel.name(),
+                boot.kernel.display(),
+                boot.arch.name()
+            )));
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// How many times `limit` of wall-clock time an emulated guest may take
+/// when its CPU time has not reached `limit`: a bound for a guest that
+/// idles instead of booting.
+const TCG_WALL_FACTOR: u32 = 10;
+
+/// Whether a boot started at `started` is past `limit`, and of what: for
+/// TCG the limit is on QEMU's own CPU time — an emulated CPU boots as fast
+/// as the host lets it run, so on a host busy with other work the wall
+/// clock says nothing about the guest (232 s to ready beside 60 busy
+/// loops, where a quiet host takes 7) — with [`TCG_WALL_FACTOR`] × `limit`
+/// of wall-clock time as a backstop; for KVM, the wall clock.
+fn over_limit(accel: Accel, limit: Duration, started: Instant, pid: u32) -> Option<&'static str> {
+    let wall = started.elapsed();
+    match accel {
+        Accel::Kvm => (wall >= limit).then_some("wall-clock time"),
+        Accel::Tcg => {
+            if cpu_time(pid).is_some_and(|cpu| cpu >= limit) {
+                Some("QEMU's CPU time")
+            } else if wall >= limit * TCG_WALL_FACTOR {
+                Some("wall-clock time (ten times the limit)")
+            } else {
+                None
+            }
+        }
+    }
+}
+
+/// The CPU time process `pid` has used, all its threads (utime + stime of
+/// /proc/PID/stat).
+fn cpu_time(pid: u32) -> Option<Duration> {
+    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name may hold spaces: the fields follow its last ')'.
+    let rest = &stat[stat.rfind(')')? + 1..];
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    // Fields 14 and 15 of proc(5); `rest` starts at field 3.
+    let ticks: u64 = fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?;
+    // SAFETY: sysconf has no preconditions.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    (hz > 0).then(|| Duration::from_secs_f64(ticks as f64 / hz as f64))
+}
+
+impl Guest {
+    /// Its console so far.
+    pub fn console(&self) -> String {
+        fs::read_to_string(&self.console).unwrap_or_default()
+    }
+
+    /// Waits up to `limit` for QEMU to end by itself (a one-shot guest
+    /// powers off); whether it did.
+    pub fn wait(&mut self, limit: Duration) -> bool {
+        let end = Instant::now() + limit;
+        loop {
+            if matches!(self.child.try_wait(), Ok(Some(_))) {
+                return true;
+            }
+            if Instant::now() >= end || signals::stop_requested().is_some() {
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+impl Drop for Guest {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A TCP port on 127.0.0.1 free now (the kernel's choice), for a forward.
+pub fn free_port() -> Result<u16> {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").context("finding a free port")?;
+    Ok(l.local_addr()?.port())
+}
+
+/// Whether /dev/kvm can be opened for reading and writing (it may still
+/// not run a guest: see [`super::vm::kvm_works`]).
+pub fn kvm_opens() -> bool {
+    fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open("/dev/kvm")
+        .is_ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn kernel_line(arch: Arch) -> String {
+        let boot = Boot {
+            arch,
+            kernel: "bzImage".into(),
+            initrd: "initramfs.cpio".into(),
+            append: "xrb=1".into(),
+            cpus: 2,
+            memory_mib: 1024,
+            sound: Sound::Dummy,
+            accel: Accel::Tcg,
+            ssh_port: Some(2222),
+            console: "console.log".into(),
+        };
+        let cmd = boot.command();
+        let args: Vec<String> = cmd
+            .get_args()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect();
+        let at = args.iter().position(|a| a == "-append").unwrap();
+        args[at + 1].clone()
+    }
+
+    #[test]
+    fn an_emulated_boot_is_timed_by_qemu_s_cpu_time_not_the_wall_clock() {
+        // This process has spent far less CPU than an hour, and the boot
+        // began now: not over.
+        let me = std::process::id();
+        let now = Instant::now();
+        assert!(cpu_time(me).is_some());
+        assert_eq!(
+            over_limit(Accel::Tcg, Duration::from_secs(3600), now, me),
+            None
+        );
+        // A limit of zero CPU time is past at once.
+        assert_eq!(
+            over_limit(Accel::Tcg, Duration::ZERO, now, me),
+            Some("QEMU's CPU time")
+        );
+        // No such process: only the wall-clock backstop (ten times).
+        let long_ago = now - Duration::from_secs(11);
+        assert_eq!(
+            over_limit(Accel::Tcg, Duration::from_secs(1), long_ago, u32::MAX),
+            Some("wall-clock time (ten times the limit)")
+        );
+        assert_eq!(
+            over_limit(Accel::Tcg, Duration::from_secs(2), long_ago, u32::MAX),
+            None
+        );
+        // KVM: the wall clock.
+        assert_eq!(
+            over_limit(Accel::Kvm, Duration::from_secs(1), long_ago, me),
+            Some("wall-clock time")
+        );
+    }
+
+    #[test]
+    fn an_x86_guest_skips_the_timer_check_a_starved_cpu_fails() {
+        let x86 = kernel_line(Arch::X86_64);
+        assert!(x86.contains(" no_timer_check "), "{x86}");
+        assert!(x86.ends_with(" xrb=1"), "{x86}");
+        // An x86 parameter only: on ARM it would reach /init as an argument.
+        let arm = kernel_line(Arch::Aarch64);
+        assert!(!arm.contains("no_timer_check"), "{arm}");
+    }
+}

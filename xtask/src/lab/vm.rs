@@ -1,0 +1,438 @@
+//! `[target] vm`: a kernel booted under QEMU as the board. The lab boots
+//! the guest (its initramfs built for this kernel: the sound driver's
+//! modules, an sshd with the lab's host key) and hands the run an SSH
+//! board on 127.0.0.1, whose host key is the lab's and is checked like
+//! any other: from then on it is the SSH target, trial path and all.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::{bail, Context, Result};
+use serde::{Deserialize, Serialize};
+
+use super::initramfs::{self, Channel, Image, Sound};
+use super::kernel::cache_dir;
+use super::qemu::{self, Accel, Boot, BootError, Guest};
+use crate::board::arch::Arch;
+use crate::run::scenario::SshTarget;
+use crate::util::run_checked;
+
+/// `[target] vm` as a scenario writes it; every key but `kernel` optional.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct VmSpec {
+    /// The kernel image (bzImage, Image), relative to the scenario file.
+    pub kernel: PathBuf,
+    /// Its modules (`lib/modules/RELEASE` of `make modules_install`);
+    /// default: beside a Debian kernel from `lab kernel`, else none (the
+    /// drivers built in).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub modules: Option<PathBuf>,
+    /// `x86_64` (default: this machine's), `aarch64`, `armv7`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub arch: Option<String>,
+    /// Virtual CPUs (default 2).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpus: Option<u32>,
+    /// Memory, MiB (default 1024).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory: Option<u32>,
+    /// `dummy` (default), `aloop` or `hda`: the card the scenario's `hw:0`
+    /// then is.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sound: Option<String>,
+    /// `auto` (default: KVM when it opens and a guest reaches init with
+    /// it, else TCG), `kvm` or `tcg`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub accel: Option<String>,
+    /// More kernel command line.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub append: Option<String>,
+}
+
+/// How to choose the accelerator.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum AccelChoice {
+    /// KVM when it works here, else TCG.
+    Auto,
+    /// KVM, or fail.
+    Kvm,
+    /// TCG.
+    Tcg,
+}
+
+/// `[target] vm` resolved: paths absolute, defaults filled.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct VmSettings {
+    /// The kernel image.
+    pub kernel: PathBuf,
+    /// Its modules' tree, if any.
+    pub modules: Option<PathBuf>,
+    /// The guest's architecture.
+    pub arch: String,
+    /// Virtual CPUs.
+    pub cpus: u32,
+    /// Memory, MiB.
+    pub memory_mib: u32,
+    /// The sound card.
+    pub sound: Sound,
+    /// The accelerator's choice.
+    pub accel: AccelChoice,
+    /// More kernel command line.
+    pub append: String,
+}
+
+impl VmSettings {
+    /// `spec` resolved against the scenario's directory; an error is
+    /// (key, one line).
+    pub fn resolve(spec: &VmSpec, base_dir: &Path) -> Result<VmSettings, (&'static str, String)> {
+        let kernel = absolute(&spec.kernel, base_dir);
+        if !kernel.is_file() {
+            return Err(("kernel", format!("{}: no such file", kernel.display())));
+        }
+        let arch = match &spec.arch {
+            Some(a) => {
+                Arch::from_name(a).ok_or(("arch", format!("`{a}` is not {}", Arch::names())))?
+            }
+            None => Arch::host().ok_or(("arch", "this machine's is not a lab one".to_string()))?,
+        };
+        let modules = match &spec.modules {
+            Some(m) => {
+                let m = absolute(m, base_dir);
+                if !m.join("modules.dep").is_file() {
+                    return Err((
+                        "modules",
+                        format!(
+                            "{}: no modules.dep (a lib/modules/RELEASE tree of `make \
+                             modules_install`, after depmod)",
+                            m.display()
+                        ),
+                    ));
+                }
+                Some(m)
+            }
+            None => modules_beside(&kernel),
+        };
+        let cpus = spec.cpus.unwrap_or(2);
+        if !(1..=64).contains(&cpus) {
+            return Err(("cpus", format!("{cpus}: expected 1 to 64")));
+        }
+        let memory_mib = spec.memory.unwrap_or(1024);
+        if !(128..=65536).contains(&memory_mib) {
+            return Err(("memory", format!("{memory_mib} MiB: expected 128 to 65536")));
+        }
+        let sound = match &spec.sound {
+            None => Sound::Dummy,
+            Some(s) => Sound::from_name(s)
+                .ok_or(("sound", format!("`{s}`: expected hda, dummy or aloop")))?,
+        };
+        let accel = match spec.accel.as_deref() {
+            None | Some("auto") => AccelChoice::Auto,
+            Some("kvm") => AccelChoice::Kvm,
+            Some("tcg") => AccelChoice::Tcg,
+            Some(a) => return Err(("accel", format!("`{a}`: expected auto, kvm or tcg"))),
+        };
+        let append = spec.append.clone().unwrap_or_default();
+        if append.chars().any(char::is_control) {
+            return Err(("append", "must be one line".into()));
+        }
+        Ok(VmSettings {
+            kernel,
+            modules,
+            arch: arch.name().to_string(),
+            cpus,
+            memory_mib,
+            sound,
+            accel,
+            append,
+        })
+    }
+
+    /// The guest's architecture.
+    pub fn arch(&self) -> Arch {
+        Arch::from_name(&self.arch).unwrap_or(Arch::X86_64)
+    }
+}
+
+/// `path`, relative to `base` unless absolute.
+fn absolute(path: &Path, base: &Path) -> PathBuf {
+    if path.is_absolute() {
+        path.to_path_buf()
+    } else {
+        base.join(path)
+    }
+}
+
+/// `…/lib/modules/RELEASE` beside `…/boot/vmlinuz-RELEASE` (a Debian
+/// kernel as `lab kernel` unpacks it), when it is there.
+fn modules_beside(kernel: &Path) -> Option<PathBuf> {
+    let name = kernel.file_name()?.to_str()?;
+    let release = name.strip_prefix("vmlinuz-")?;
+    let root = kernel.parent()?.parent()?;
+    let m = root.join("lib/modules").join(release);
+    m.join("modules.dep").is_file().then_some(m)
+}
+
+/// The lab's key pair for the SSH channel (made once, in the cache): the
+/// guest's host key and the host's client key.
+struct Keys {
+    host_key: PathBuf,
+    client_key: PathBuf,
+}
+
+fn keys() -> Result<Keys> {
+    let dir = cache_dir().join("keys");
+    std::fs::create_dir_all(&dir)?;
+    let make = |name: &str| -> Result<PathBuf> {
+        let key = dir.join(name);
+        if !key.is_file() || !key.with_extension("pub").is_file() {
+            let tmp = dir.join(format!(".{name}.tmp-{}", std::process::id()));
+            let _ = std::fs::remove_file(&tmp);
+            let _ = std::fs::remove_file(tmp.with_extension("tmp.pub"));
+            run_checked(
+                std::process::Command::new("ssh-keygen")
+                    .args(["-q", "-t", "ed25519", "-N", "", "-C", "xrunbench-lab", "-f"])
+                    .arg(&tmp),
+            )?;
+            std::fs::rename(format!("{}.pub", tmp.display()), key.with_extension("pub"))?;
+            std::fs::rename(&tmp, &key)?;
+        }
+        Ok(key)
+    };
+    Ok(Keys {
+        host_key: make("host_key")?,
+        client_key: make("client_key")?,
+    })
+}
+
+/// busybox, static, for `arch` (fetched into the cache the first time).
+pub fn busybox(arch: Arch) -> Result<PathBuf> {
+    let dir = cache_dir().join(format!("busybox-{}", arch.debian()));
+    let bin = dir.join("bin/busybox");
+    if bin.is_file() {
+        return Ok(bin);
+    }
+    let config = super::kernel::apt(arch)?;
+    super::make_once(&dir, "bin/busybox", |work| {
+        super::kernel::download(&config, &["busybox-static"], &work.join("debs"))?;
+        for e in std::fs::read_dir(work.join("debs"))? {
+            run_checked(
+                std::process::Command::new("dpkg-deb")
+                    .arg("-x")
+                    .arg(e?.path())
+                    .arg(work),
+            )?;
+        }
+        std::fs::remove_dir_all(work.join("debs"))?;
+        Ok(())
+    })?;
+    if !bin.is_file() {
+        bail!("busybox-static for {} has no bin/busybox", arch.debian());
+    }
+    Ok(bin)
+}
+
+/// A booted lab guest with its SSH board settings; QEMU ends when it is
+/// dropped.
+pub struct Lab {
+    /// The guest: QEMU runs as long as this is held.
+    _guest: Guest,
+    /// The SSH target that reaches it (port, key and known_hosts filled).
+    pub ssh: SshTarget,
+    /// Where its initramfs, console and known_hosts are.
+    _dir: tempfile::TempDir,
+    /// For people and `run.json`.
+    pub describe: String,
+}
+
+/// How long a boot may take: under TCG, of QEMU's CPU time (an emulated
+/// CPU follows the host's load: 232 s to ready beside 60 busy loops where
+/// a quiet host takes 7), with ten times as much wall-clock time as a
+/// backstop ([`qemu::start`]); under KVM, of wall-clock time.
+fn boot_limit(accel: Accel) -> Duration {
+    match accel {
+        Accel::Kvm => Duration::from_secs(30),
+        Accel::Tcg => Duration::from_secs(300),
+    }
+}
+
+/// Boots `vm` for the SSH target `t` (its options and timeouts kept), the
+/// board binaries of `bins` able to run there.
+pub fn boot(t: &SshTarget, vm: &VmSettings, bins: &Path) -> Result<Lab> {
+    let arch = vm.arch();
+    if arch.is_cross() {
+        bail!(
+            "target.vm.arch = {}: a guest of another architecture than this machine's runs \
+             one-shot trials only (the board stage); boot an {} kernel",
+            arch.name(),
+            Arch::host().map_or("x86_64", Arch::name)
+        );
+    }
+    let dir = tempfile::Builder::new()
+        .prefix("xrunbench-lab.")
+        .tempdir()
+        .context("creating the lab's directory")?;
+    let keys = keys()?;
+    let mut wanted: Vec<&str> = vm.sound.modules().to_vec();
+    wanted.push("e1000");
+    let modules = match &vm.modules {
+        Some(m) => initramfs::load_order(m, &wanted)?,
+        None => Vec::new(),
+    };
+    let mut libraries = initramfs::host_libraries(Path::new(initramfs::SSHD))?;
+    for b in ["xrun-trial", "xrun-player", "xrun-hackbench"] {
+        libraries.extend(initramfs::host_libraries(&bins.join(b))?);
+    }
+    libraries.sort();
+    libraries.dedup();
+    let initrd = dir.path().join("initramfs.cpio");
+    let authorized_key = std::fs::read_to_string(keys.client_key.with_extension("pub"))?;
+    Image {
+        arch,
+        busybox: &busybox(arch)?,
+        modules,
+        sound: vm.sound,
+        libraries,
+        channel: Channel::Ssh {
+            host_key: keys.host_key.clone(),
+            authorized_key,
+        },
+    }
+    .write(&initrd)?;
+    let mut boot = Boot {
+        arch,
+        kernel: vm.kernel.clone(),
+        initrd,
+        append: vm.append.clone(),
+        cpus: vm.cpus,
+        memory_mib: vm.memory_mib,
+        sound: vm.sound,
+        accel: Accel::Tcg,
+        ssh_port: Some(qemu::free_port()?),
+        console: dir.path().join("console.log"),
+    };
+    let (guest, note) = start_with_accel(&mut boot, vm.accel)?;
+    let port = boot.ssh_port.unwrap_or_default();
+    let host_pub = std::fs::read_to_string(keys.host_key.with_extension("pub"))?;
+    let known_hosts = dir.path().join("known_hosts");
+    let key_fields: Vec<&str> = host_pub.split_whitespace().take(2).collect();
+    std::fs::write(
+        &known_hosts,
+        format!("[127.0.0.1]:{port} {}\n", key_fields.join(" ")),
+    )?;
+    let mut ssh = t.clone();
+    ssh.destination = "root@127.0.0.1".into();
+    ssh.port = Some(port);
+    ssh.identity = Some(keys.client_key.clone());
+    ssh.known_hosts = Some(known_hosts);
+    // Only the lab's key: not one from the user's agent or config.
+    ssh.options.insert(0, "IdentitiesOnly=yes".into());
+    let describe = format!(
+        "vm {} ({}, {} {} CPUs, {} MiB, sound {}) over ssh root@127.0.0.1 port {port}",
+        vm.kernel.display(),
+        note,
+        arch.name(),
+        vm.cpus,
+        vm.memory_mib,
+        vm.sound.name()
+    );
+    eprintln!(
+        "xtask: the guest is up after {:.1} s ({note})",
+        guest.ready_after
+    );
+    Ok(Lab {
+        _guest: guest,
+        ssh,
+        _dir: dir,
+        describe,
+    })
+}
+
+/// Starts the guest with the accelerator `choice` asks for; returns it and
+/// what the run header says of the accelerator.
+fn start_with_accel(boot: &mut Boot, choice: AccelChoice) -> Result<(Guest, String)> {
+    let start = |boot: &Boot| qemu::start(boot, initramfs::READY, boot_limit(boot.accel));
+    eprintln!(
+        "xtask: booting {} under QEMU ({}, {} CPUs, {} MiB, sound {})",
+        boot.kernel.display(),
+        boot.arch.name(),
+        boot.cpus,
+        boot.memory_mib,
+        boot.sound.name()
+    );
+    match choice {
+        AccelChoice::Tcg => {
+            boot.accel = Accel::Tcg;
+            Ok((start(boot).map_err(boot_error)?, "TCG".into()))
+        }
+        AccelChoice::Kvm => {
+            if !qemu::kvm_opens() {
+                bail!("target.vm.accel = \"kvm\": /dev/kvm cannot be opened here");
+            }
+            boot.accel = Accel::Kvm;
+            match start(boot) {
+                Ok(g) => Ok((g, "KVM".into())),
+                Err(BootError::Interrupted(s)) => bail!("stopped by signal {s} while booting"),
+                Err(e) => bail!(
+                    "target.vm.accel = \"kvm\": KVM does not work here ({e}); use accel = \
+                     \"tcg\" or \"auto\""
+                ),
+            }
+        }
+        AccelChoice::Auto => {
+            let verdict = kvm_verdict();
+            if qemu::kvm_opens() && verdict.as_deref() != Some(KVM_NO) {
+                boot.accel = Accel::Kvm;
+                match qemu::start(boot, initramfs::READY, Duration::from_secs(30)) {
+                    Ok(g) => {
+                        remember_kvm(KVM_YES);
+                        return Ok((g, "KVM".into()));
+                    }
+                    Err(BootError::Interrupted(s)) => {
+                        bail!("stopped by signal {s} while booting")
+                    }
+                    Err(e) => {
+                        eprintln!("xtask: KVM opens but a guest does not run with it ({e}): TCG");
+                        remember_kvm(KVM_NO);
+                    }
+                }
+            }
+            boot.accel = Accel::Tcg;
+            let why = if qemu::kvm_opens() {
+                "TCG: KVM does not run a guest here"
+            } else {
+                "TCG: no usable /dev/kvm"
+            };
+            Ok((start(boot).map_err(boot_error)?, why.into()))
+        }
+    }
+}
+
+fn boot_error(e: BootError) -> anyhow::Error {
+    anyhow::anyhow!("{e}")
+}
+
+const KVM_YES: &str = "kvm works";
+const KVM_NO: &str = "kvm does not work";
+
+/// What an earlier boot since the host's last boot found of KVM here.
+fn kvm_verdict() -> Option<String> {
+    std::fs::read_to_string(kvm_file()?)
+        .ok()
+        .map(|s| s.trim().to_string())
+}
+
+fn remember_kvm(verdict: &str) {
+    if let Some(f) = kvm_file() {
+        let _ = std::fs::create_dir_all(cache_dir());
+        let _ = xrunbench_schema::doc::write_atomic(&f, verdict.as_bytes());
+    }
+}
+
+/// The verdict's file: one per boot of the host (a reboot may change it).
+fn kvm_file() -> Option<PathBuf> {
+    let id = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").ok()?;
+    Some(cache_dir().join(format!("kvm-{}", id.trim())))
+}
