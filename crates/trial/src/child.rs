@@ -40,6 +40,21 @@ pub enum ChildError {
     },
 }
 
+/// The CPU time process `pid` has used so far, all its threads (utime +
+/// stime of /proc/PID/stat, which the kernel scales to the scheduler's exact
+/// runtime); `None` once it is gone or where /proc cannot tell.
+pub fn cpu_time(pid: u32) -> Option<Duration> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name may hold spaces: the fields follow its last ')'.
+    let rest = &stat[stat.rfind(')')? + 1..];
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    // Fields 14 and 15 of proc(5); `rest` starts at field 3.
+    let ticks: u64 = fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?;
+    // SAFETY: sysconf has no preconditions.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    (hz > 0).then(|| Duration::from_secs_f64(ticks as f64 / hz as f64))
+}
+
 /// A child in its own session and process group, killed (group and all)
 /// and reaped when dropped, so no path leaves one behind.
 pub struct Child {

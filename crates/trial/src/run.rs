@@ -23,7 +23,7 @@ use xrunbench_schema::trial::{
 };
 use xrunbench_schema::{HackbenchReport, PlayerReport};
 
-use crate::child::{ended_cleanly_or_by_sigterm, Child};
+use crate::child::{cpu_time, ended_cleanly_or_by_sigterm, Child};
 use crate::fingerprint;
 use crate::journal::{self, JournalError, Knobs, MachineLock};
 use crate::knobs::{self, PmQosHold};
@@ -486,13 +486,11 @@ fn play_under_load(
         spawn_load(&mut load)?;
     }
     // The player ends itself once it has played its duration of audio;
-    // the deadline only guards against a hang. A player starved of its
-    // CPU (the very thing measured: SCHED_OTHER under load, an emulated
-    // guest on a busy host) takes that long plus every gap, which can be
-    // several times the duration: slowness is a result, not a hang.
-    let duration = Duration::from_micros(spec.duration_us);
-    let grace = player_grace(duration);
-    let deadline = Instant::now() + duration + grace;
+    // the guard only catches a hang. A player starved of its CPU (the very
+    // thing measured: SCHED_OTHER under load, an emulated guest on a busy
+    // host) takes that long plus every gap, which can be many times the
+    // duration: slowness is a result, not a hang.
+    let mut guard = HangGuard::new(Duration::from_micros(spec.duration_us), Instant::now());
     let player_status = loop {
         check_stop()?;
         if let Some(status) = player.try_wait().map_err(failed)? {
@@ -501,11 +499,8 @@ fn play_under_load(
         // Again at each poll: the player starts threads of its own (cpal's
         // callback thread) after it has started.
         on_player(player.id());
-        if Instant::now() > deadline {
-            return Err(failed(format!(
-                "xrun-player still running {} s after its duration; killed it",
-                grace.as_secs()
-            )));
+        if let Some(why) = guard.hung(Instant::now(), cpu_time(player.id())) {
+            return Err(failed(format!("xrun-player {why}; killed it")));
         }
         std::thread::sleep(Duration::from_millis(20));
     };
@@ -520,10 +515,76 @@ fn play_under_load(
     Ok((player_status, load_status))
 }
 
-/// How long past its duration the player may take: 30 s, or four times
-/// its duration when that is longer (its gaps add to its wall time).
+/// How long past its duration the player may take before it can count as
+/// hung: 30 s, or four times its duration when that is longer (its gaps
+/// add to its wall time).
 fn player_grace(duration: Duration) -> Duration {
     (duration * 4).max(Duration::from_secs(30))
+}
+
+/// How many times its duration and grace a player that keeps using CPU may
+/// run before it is stopped anyway (one spinning, never ending).
+const PLAYER_BACKSTOP_FACTOR: u32 = 10;
+
+/// Tells a hung player from a slow one. Past its duration and
+/// [`player_grace`] a player still counts as working while its CPU time
+/// grows: on a machine busy with other work (a load average of 60, an
+/// emulated guest on a busy host) it plays on, slowly, and stopping it
+/// would turn the machine's speed into a lost trial. One that has used no
+/// CPU for a whole grace is hung; one that never ends is stopped at
+/// [`PLAYER_BACKSTOP_FACTOR`] times the limit. Where its CPU time cannot
+/// be read, the limit alone decides, as before.
+struct HangGuard {
+    started: Instant,
+    limit: Duration,
+    grace: Duration,
+    cpu: Option<Duration>,
+    progress_at: Instant,
+}
+
+impl HangGuard {
+    fn new(duration: Duration, now: Instant) -> Self {
+        let grace = player_grace(duration);
+        HangGuard {
+            started: now,
+            limit: duration + grace,
+            grace,
+            cpu: None,
+            progress_at: now,
+        }
+    }
+
+    /// Why the player counts as hung at `now`, having used `cpu` so far.
+    fn hung(&mut self, now: Instant, cpu: Option<Duration>) -> Option<String> {
+        if cpu.is_some() && cpu != self.cpu {
+            self.cpu = cpu;
+            self.progress_at = now;
+        }
+        let ran = now.saturating_duration_since(self.started);
+        if ran <= self.limit {
+            return None;
+        }
+        let idle = now.saturating_duration_since(self.progress_at);
+        if cpu.is_none() {
+            Some(format!(
+                "still running {} s after its duration",
+                self.grace.as_secs()
+            ))
+        } else if idle > self.grace {
+            Some(format!(
+                "used no CPU for {} s, {} s after it started",
+                idle.as_secs(),
+                ran.as_secs()
+            ))
+        } else if ran > self.limit * PLAYER_BACKSTOP_FACTOR {
+            Some(format!(
+                "still running {} s after it started, {PLAYER_BACKSTOP_FACTOR} times its duration and grace",
+                ran.as_secs()
+            ))
+        } else {
+            None
+        }
+    }
 }
 
 /// Fails early if the load died during the warm-up (bad arguments, say).
@@ -827,5 +888,72 @@ fn account_for_underruns(
                 clause,
                 account,
             });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const S: fn(u64) -> Duration = Duration::from_secs;
+
+    #[test]
+    fn a_player_still_using_cpu_past_its_limit_is_slow_not_hung() {
+        // 10 s of audio: 40 s of grace, so the limit is 50 s.
+        let t0 = Instant::now();
+        let mut g = HangGuard::new(S(10), t0);
+        assert_eq!(g.hung(t0, Some(S(0))), None);
+        // Three minutes on, a second of CPU every 10 s of wall time: slow.
+        for k in 1..=18 {
+            assert_eq!(g.hung(t0 + S(10 * k), Some(S(k))), None, "at {} s", 10 * k);
+        }
+        // It stops using CPU at 180 s: hung once a whole grace has passed.
+        assert_eq!(g.hung(t0 + S(220), Some(S(18))), None);
+        let why = g.hung(t0 + S(221), Some(S(18))).unwrap();
+        assert!(
+            why.starts_with("used no CPU for 41 s, 221 s after"),
+            "{why}"
+        );
+    }
+
+    #[test]
+    fn before_its_limit_a_player_is_never_hung() {
+        let t0 = Instant::now();
+        let mut g = HangGuard::new(S(10), t0);
+        assert_eq!(g.hung(t0, Some(S(0))), None);
+        // Idle since the start, but within duration and grace.
+        assert_eq!(g.hung(t0 + S(50), Some(S(0))), None);
+        assert_eq!(g.hung(t0 + S(50), None), None);
+        // Just past it, idle since the start: hung.
+        assert!(g.hung(t0 + S(51), Some(S(0))).is_some());
+    }
+
+    #[test]
+    fn without_its_cpu_time_the_limit_alone_decides() {
+        let t0 = Instant::now();
+        let mut g = HangGuard::new(S(2), t0);
+        // 2 s of audio: 30 s of grace.
+        assert_eq!(g.hung(t0 + S(32), None), None);
+        let why = g.hung(t0 + S(33), None).unwrap();
+        assert_eq!(why, "still running 30 s after its duration");
+    }
+
+    #[test]
+    fn a_player_that_never_ends_is_stopped_at_the_backstop() {
+        let t0 = Instant::now();
+        let mut g = HangGuard::new(S(2), t0);
+        // Limit 32 s, backstop 320 s: spinning all the while.
+        for k in 1..=320 {
+            assert_eq!(g.hung(t0 + S(k), Some(S(k))), None, "at {k} s");
+        }
+        let why = g.hung(t0 + S(321), Some(S(321))).unwrap();
+        assert!(why.contains("10 times its duration and grace"), "{why}");
+    }
+
+    #[test]
+    fn this_process_has_a_cpu_time_and_a_gone_one_has_none() {
+        assert!(cpu_time(std::process::id()).is_some());
+        // Pid 0 has no /proc entry.
+        assert_eq!(cpu_time(0), None);
     }
 }

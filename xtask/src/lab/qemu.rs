@@ -15,6 +15,7 @@ use anyhow::{Context, Result};
 use super::initramfs::{Sound, NO_SOUND};
 use crate::board::arch::Arch;
 use crate::run::signals;
+use xrunbench_trial::child::cpu_time;
 
 /// How QEMU runs the guest's CPUs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -137,6 +138,7 @@ impl Boot {
 /// A running guest: QEMU, our child, killed and reaped when dropped.
 pub struct Guest {
     child: Child,
+    accel: Accel,
     console: PathBuf,
     /// Seconds from QEMU's start to the guest's ready line.
     pub ready_after: f64,
@@ -192,6 +194,7 @@ pub fn start(boot: &Boot, ready: &str, limit: Duration) -> Result<Guest, BootErr
         })?;
     let mut guest = Guest {
         child,
+        accel: boot.accel,
         console: boot.console.clone(),
         ready_after: 0.0,
     };
@@ -248,7 +251,7 @@ pub fn start(boot: &Boot, ready: &str, limit: Duration) -> Result<Guest, BootErr
 /// How many times `limit` of wall-clock time an emulated guest may take
 /// when its CPU time has not reached `limit`: a bound for a guest that
 /// idles instead of booting.
-const TCG_WALL_FACTOR: u32 = 10;
+pub const TCG_WALL_FACTOR: u32 = 10;
 
 /// Whether a boot started at `started` is past `limit`, and of what: for
 /// TCG the limit is on QEMU's own CPU time — an emulated CPU boots as fast
@@ -272,21 +275,14 @@ fn over_limit(accel: Accel, limit: Duration, started: Instant, pid: u32) -> Opti
     }
 }
 
-/// The CPU time process `pid` has used, all its threads (utime + stime of
-/// /proc/PID/stat).
-fn cpu_time(pid: u32) -> Option<Duration> {
-    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // The command name may hold spaces: the fields follow its last ')'.
-    let rest = &stat[stat.rfind(')')? + 1..];
-    let fields: Vec<&str> = rest.split_whitespace().collect();
-    // Fields 14 and 15 of proc(5); `rest` starts at field 3.
-    let ticks: u64 = fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?;
-    // SAFETY: sysconf has no preconditions.
-    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
-    (hz > 0).then(|| Duration::from_secs_f64(ticks as f64 / hz as f64))
-}
-
 impl Guest {
+    /// QEMU's pid when the guest's progress is timed on QEMU's CPU time
+    /// (under TCG the guest runs only as fast as the host lets QEMU run);
+    /// `None` under KVM, whose guest the wall clock times.
+    pub fn emulated_pid(&self) -> Option<u32> {
+        (self.accel == Accel::Tcg).then(|| self.child.id())
+    }
+
     /// Its console so far.
     pub fn console(&self) -> String {
         fs::read_to_string(&self.console).unwrap_or_default()

@@ -238,13 +238,21 @@ pub fn busybox(arch: Arch) -> Result<PathBuf> {
 /// dropped.
 pub struct Lab {
     /// The guest: QEMU runs as long as this is held.
-    _guest: Guest,
+    guest: Guest,
     /// The SSH target that reaches it (port, key and known_hosts filled).
     pub ssh: SshTarget,
     /// Where its initramfs, console and known_hosts are.
     _dir: tempfile::TempDir,
     /// For people and `run.json`.
     pub describe: String,
+}
+
+impl Lab {
+    /// QEMU's pid when the guest is emulated (TCG): see
+    /// [`Guest::emulated_pid`].
+    pub fn emulated_pid(&self) -> Option<u32> {
+        self.guest.emulated_pid()
+    }
 }
 
 /// How long a boot may take: under TCG, of QEMU's CPU time (an emulated
@@ -343,7 +351,7 @@ pub fn boot(t: &SshTarget, vm: &VmSettings, bins: &Path) -> Result<Lab> {
         guest.ready_after
     );
     Ok(Lab {
-        _guest: guest,
+        guest,
         ssh,
         _dir: dir,
         describe,

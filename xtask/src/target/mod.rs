@@ -102,6 +102,11 @@ pub trait Target {
         None
     }
 
+    /// What [`Target::trial_timeout`] is measured on.
+    fn trial_clock(&self) -> TrialClock {
+        TrialClock::Wall
+    }
+
     /// Sends `xrun-trial` (pid `pid` on the target) SIGTERM — it restores
     /// its knobs and exits — or, with `hard`, SIGKILL (its journal is
     /// replayed by the next restore).
@@ -248,6 +253,67 @@ pub trait Target {
     }
 }
 
+/// What a trial's timeout is measured on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TrialClock {
+    /// The wall clock: a board runs at its own speed whatever the host does.
+    Wall,
+    /// The CPU time of this host process (QEMU emulating the board): an
+    /// emulated board runs only as fast as the host lets it, so on a host
+    /// busy with other work the wall clock would cut trials that are merely
+    /// slow; the wall clock is kept as a backstop at
+    /// [`crate::lab::qemu::TCG_WALL_FACTOR`] times the timeout.
+    CpuOf(u32),
+}
+
+/// When a trial started at `started` is past its timeout, on its clock.
+struct Deadline {
+    limit: Duration,
+    started: Instant,
+    clock: TrialClock,
+    /// The clock's process's CPU time at the start.
+    cpu_at_start: Option<Duration>,
+}
+
+impl Deadline {
+    fn new(limit: Duration, clock: TrialClock, started: Instant) -> Deadline {
+        let cpu_at_start = match clock {
+            TrialClock::Wall => None,
+            TrialClock::CpuOf(pid) => xrunbench_trial::child::cpu_time(pid),
+        };
+        Deadline {
+            limit,
+            started,
+            clock,
+            cpu_at_start,
+        }
+    }
+
+    /// Whether it has passed at `now`.
+    fn passed(&self, now: Instant) -> bool {
+        let wall = now.saturating_duration_since(self.started);
+        let TrialClock::CpuOf(pid) = self.clock else {
+            return wall >= self.limit;
+        };
+        match (xrunbench_trial::child::cpu_time(pid), self.cpu_at_start) {
+            (Some(cpu), Some(at_start)) => {
+                cpu.saturating_sub(at_start) >= self.limit
+                    || wall >= self.limit * crate::lab::qemu::TCG_WALL_FACTOR
+            }
+            // Its process is gone or unreadable: the wall clock decides.
+            _ => wall >= self.limit,
+        }
+    }
+
+    /// The timeout as the cut-off message says it.
+    fn describe(&self) -> String {
+        match self.clock {
+            TrialClock::Wall => format!("{} s", self.limit.as_secs()),
+            TrialClock::CpuOf(_) => format!("{} s of QEMU's CPU time", self.limit.as_secs()),
+        }
+    }
+}
+
 /// [`Target::run_trial`] on `target`: the shared engine a target that
 /// overrides `run_trial` (to check its link first) still runs.
 pub fn run_trial_on<T: Target + ?Sized>(
@@ -293,7 +359,9 @@ pub fn run_trial_on<T: Target + ?Sized>(
             tail.remove(0);
         }
     };
-    let deadline = target.trial_timeout().map(|t| started + t);
+    let deadline = target
+        .trial_timeout()
+        .map(|t| Deadline::new(t, target.trial_clock(), started));
     // Why we stopped it ourselves, and when: it ran past its timeout, sent
     // more than we read, or did not end within the grace after we asked
     // it to (closing its stdin).
@@ -324,10 +392,10 @@ pub fn run_trial_on<T: Target + ?Sized>(
                 bounded::RECORD_MAX >> 20,
                 bounded::STDERR_MAX >> 20
             ))
-        } else if deadline.is_some_and(|d| now >= d) {
+        } else if let Some(d) = deadline.as_ref().filter(|d| d.passed(now)) {
             Some(format!(
-                "it ran past its trial_timeout of {} s and was stopped on the target",
-                target.trial_timeout().unwrap_or_default().as_secs()
+                "it ran past its trial_timeout of {} and was stopped on the target",
+                d.describe()
             ))
         } else if asked.is_some_and(|t| now - t >= STOP_GRACE + STOP_GRACE) {
             Some(format!(
@@ -553,4 +621,39 @@ pub(crate) fn last(bytes: &[u8]) -> String {
         .find(|l| !l.trim().is_empty())
         .unwrap_or("no message")
         .to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const S: fn(u64) -> Duration = Duration::from_secs;
+
+    #[test]
+    fn a_board_s_trial_is_timed_by_the_wall_clock() {
+        let t0 = Instant::now();
+        let d = Deadline::new(S(60), TrialClock::Wall, t0);
+        assert!(!d.passed(t0 + S(59)));
+        assert!(d.passed(t0 + S(60)));
+        assert_eq!(d.describe(), "60 s");
+    }
+
+    #[test]
+    fn an_emulated_board_s_trial_is_timed_by_qemu_s_cpu_time() {
+        // This process stands for QEMU: it will not spend an hour of CPU
+        // in this test, so only the wall-clock backstop (ten hours) ends
+        // the trial, however long the wall clock has run past the hour.
+        let t0 = Instant::now();
+        let me = std::process::id();
+        let d = Deadline::new(S(3600), TrialClock::CpuOf(me), t0);
+        assert!(!d.passed(t0 + S(5 * 3600)));
+        assert!(d.passed(t0 + S(10 * 3600)));
+        assert_eq!(d.describe(), "3600 s of QEMU's CPU time");
+        // No CPU time at all may be spent: past at once.
+        assert!(Deadline::new(S(0), TrialClock::CpuOf(me), t0).passed(t0));
+        // QEMU gone: the wall clock decides.
+        let gone = Deadline::new(S(60), TrialClock::CpuOf(0), t0);
+        assert!(!gone.passed(t0 + S(59)));
+        assert!(gone.passed(t0 + S(60)));
+    }
 }

@@ -878,6 +878,13 @@ impl Target for Ssh {
         Some(self.settings.trial_timeout.to_std())
     }
 
+    fn trial_clock(&self) -> super::TrialClock {
+        match self.lab.as_ref().and_then(|l| l.emulated_pid()) {
+            Some(pid) => super::TrialClock::CpuOf(pid),
+            None => super::TrialClock::Wall,
+        }
+    }
+
     fn signal_trial(&self, pid: u32, hard: bool) {
         let sig = if hard { "KILL" } else { "TERM" };
         let script =
