@@ -700,6 +700,8 @@ pub const TEST: Needs = Needs {
         &JUNIT_VALIDATOR,
         &LAB,
         &CPIO,
+        // A real kernel bisected: `lab source` and each step's build.
+        &KERNEL_BUILD,
     ],
     starts: &[
         JackServer::PROGRAMS,
@@ -731,6 +733,8 @@ pub const TEST: Needs = Needs {
         ],
         // The board-farm tests: LAVA's lava-run, the JUnit validator.
         &[started::DPKG_DEB, started::TAR, started::XMLLINT],
+        // The kernel bisected: its tree (`lab source`) and builds.
+        &[started::MAKE],
     ],
 };
 
@@ -1308,8 +1312,9 @@ mod tests {
             // cpio reads the archive back in the writer's test only.
             vec![&TEST]
         } else if rel == "xtask/src/lab/source.rs" {
-            // The lab's kernel tree: `lab source`.
-            vec![&LAB_SOURCE]
+            // The lab's kernel tree: `lab source`, which the suite's
+            // kernel bisection runs too.
+            vec![&LAB_SOURCE, &TEST]
         } else if rel.starts_with("xtask/src/lab/") {
             // The lab boots guests for runs on it and for the suite.
             vec![&RUN_VM, &TEST]
