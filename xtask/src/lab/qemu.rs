@@ -281,21 +281,34 @@ pub const TCG_WALL_FACTOR: u32 = 10;
 /// TCG the limit is on QEMU's own CPU time — an emulated CPU boots as fast
 /// as the host lets it run, so on a host busy with other work the wall
 /// clock says nothing about the guest (232 s to ready beside 60 busy
-/// loops, where a quiet host takes 7) — with [`TCG_WALL_FACTOR`] × `limit`
-/// of wall-clock time as a backstop; for KVM, the wall clock.
+/// loops, where a quiet host takes 7) — for KVM, the wall clock.
 fn over_limit(accel: Accel, limit: Duration, started: Instant, pid: u32) -> Option<&'static str> {
-    let wall = started.elapsed();
-    match accel {
-        Accel::Kvm => (wall >= limit).then_some("wall-clock time"),
-        Accel::Tcg => {
-            if cpu_time(pid).is_some_and(|cpu| cpu >= limit) {
-                Some("QEMU's CPU time")
-            } else if wall >= limit * TCG_WALL_FACTOR {
-                Some("wall-clock time (ten times the limit)")
-            } else {
-                None
-            }
-        }
+    let cpu = (accel == Accel::Tcg).then_some((pid, Duration::ZERO));
+    past_limit(limit, started, cpu, Instant::now())
+}
+
+/// The one rule for every time limit on a guest (its boot, a trial in it):
+/// whether `limit` has passed at `now`, and on which clock. With `cpu`
+/// (QEMU's pid, its CPU time at `started`) the limit is on the CPU time
+/// QEMU has used since, with [`TCG_WALL_FACTOR`] × `limit` of wall-clock
+/// time as a backstop (also what ends it once QEMU's CPU time cannot be
+/// read); without, on the wall clock.
+pub fn past_limit(
+    limit: Duration,
+    started: Instant,
+    cpu: Option<(u32, Duration)>,
+    now: Instant,
+) -> Option<&'static str> {
+    let wall = now.saturating_duration_since(started);
+    let Some((pid, at_start)) = cpu else {
+        return (wall >= limit).then_some("wall-clock time");
+    };
+    if cpu_time(pid).is_some_and(|used| used.saturating_sub(at_start) >= limit) {
+        Some("QEMU's CPU time")
+    } else if wall >= limit * TCG_WALL_FACTOR {
+        Some("wall-clock time (ten times the limit)")
+    } else {
+        None
     }
 }
 

@@ -266,43 +266,35 @@ pub enum TrialClock {
     CpuOf(u32),
 }
 
-/// When a trial started at `started` is past its timeout, on its clock.
+/// When a trial started at `started` is past its timeout, on its clock
+/// ([`crate::lab::qemu::past_limit`], the rule the guest's boot is timed by
+/// too).
 struct Deadline {
     limit: Duration,
     started: Instant,
     clock: TrialClock,
-    /// The clock's process's CPU time at the start.
-    cpu_at_start: Option<Duration>,
+    /// QEMU's pid and CPU time at the start; `None`: the wall clock (also
+    /// when QEMU's CPU time cannot be read at the start).
+    cpu: Option<(u32, Duration)>,
 }
 
 impl Deadline {
     fn new(limit: Duration, clock: TrialClock, started: Instant) -> Deadline {
-        let cpu_at_start = match clock {
+        let cpu = match clock {
             TrialClock::Wall => None,
-            TrialClock::CpuOf(pid) => xrunbench_trial::child::cpu_time(pid),
+            TrialClock::CpuOf(pid) => xrunbench_trial::child::cpu_time(pid).map(|at| (pid, at)),
         };
         Deadline {
             limit,
             started,
             clock,
-            cpu_at_start,
+            cpu,
         }
     }
 
     /// Whether it has passed at `now`.
     fn passed(&self, now: Instant) -> bool {
-        let wall = now.saturating_duration_since(self.started);
-        let TrialClock::CpuOf(pid) = self.clock else {
-            return wall >= self.limit;
-        };
-        match (xrunbench_trial::child::cpu_time(pid), self.cpu_at_start) {
-            (Some(cpu), Some(at_start)) => {
-                cpu.saturating_sub(at_start) >= self.limit
-                    || wall >= self.limit * crate::lab::qemu::TCG_WALL_FACTOR
-            }
-            // Its process is gone or unreadable: the wall clock decides.
-            _ => wall >= self.limit,
-        }
+        crate::lab::qemu::past_limit(self.limit, self.started, self.cpu, now).is_some()
     }
 
     /// The timeout as the cut-off message says it.
