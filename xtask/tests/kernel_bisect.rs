@@ -47,13 +47,7 @@ fn series() -> Vec<PathBuf> {
 
 /// The lab's kernel tree (made once by `lab source --debian`).
 fn kernel_tree() -> PathBuf {
-    let out = run_xtask(&["lab", "source", "--debian"]);
-    let text = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert!(
-        out.status.success(),
-        "{text}{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let text = xtask_stdout(&["lab", "source", "--debian"]);
     let line = text
         .lines()
         .find_map(|l| l.strip_prefix("cd "))

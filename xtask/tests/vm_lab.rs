@@ -26,13 +26,7 @@ fn one_guest() -> MutexGuard<'static, ()> {
 fn kernel() -> PathBuf {
     static K: OnceLock<PathBuf> = OnceLock::new();
     K.get_or_init(|| {
-        let out = run_xtask(&["lab", "kernel", "--debian"]);
-        let text = String::from_utf8_lossy(&out.stdout).into_owned();
-        assert!(
-            out.status.success(),
-            "{text}{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        let text = xtask_stdout(&["lab", "kernel", "--debian"]);
         let path = text
             .lines()
             .find_map(|l| l.strip_prefix("# or on the command line: --target vm:"))

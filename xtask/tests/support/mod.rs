@@ -23,6 +23,19 @@ pub fn run_xtask(args: &[&str]) -> Output {
     xtask().args(args).output().expect("xtask runs")
 }
 
+/// Runs xtask with `args`, which must succeed; its stdout (the test fails
+/// with both streams otherwise).
+pub fn xtask_stdout(args: &[&str]) -> String {
+    let out = run_xtask(args);
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "xtask {args:?}: {text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    text
+}
+
 /// Runs xtask with `args` and `--bin-dir` (the suite's board binaries).
 pub fn run_xtask_with_bins(args: &[&str]) -> Output {
     xtask()
