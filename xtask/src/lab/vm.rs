@@ -338,14 +338,14 @@ pub fn boot(t: &SshTarget, vm: &VmSettings, bins: &Path) -> Result<Lab> {
     // Only the lab's key: not one from the user's agent or config.
     ssh.options.insert(0, "IdentitiesOnly=yes".into());
     let describe = format!(
-        "vm {} ({}, {} {} CPUs, {} MiB, sound {}, QEMU at nice {}) over ssh root@127.0.0.1 port {port}",
+        "vm {} ({}, {} {} CPUs, {} MiB, sound {}, QEMU at {}) over ssh root@127.0.0.1 port {port}",
         vm.kernel.display(),
         note,
         arch.name(),
         vm.cpus,
         vm.memory_mib,
         vm.sound.name(),
-        guest.nice
+        guest.priority()
     );
     eprintln!(
         "xtask: the guest is up after {:.1} s ({note})",
