@@ -18,11 +18,16 @@
 //! 453–824 ms: the player waits out whole slices.
 //!
 //! A verdict measured in an emulated guest needs a quiet host: under TCG
-//! the guest's timing follows the host's load. Beside 60 busy loops, even
-//! with QEMU at nice -20, the base kernel's longest gaps were 398–2294 ms,
-//! as bad as the culprit's. So the test first looks at the host: one busy
-//! with other work is a reason this test cannot run, said as such (and a
-//! failure where no test may skip), never a wrong verdict.
+//! the guest's timing follows the host's load. Beside 60 busy loops, with
+//! QEMU at nice -20 in the loops' scheduling group, the base kernel's
+//! longest gaps were 398–2294 ms, as bad as the culprit's; with QEMU in a
+//! group of its own at -20 (1.7 of the 2 CPUs), they were 90–567 ms and
+//! once 3319 ms: of two bisections there, one named the culprit but could
+//! not confirm it (that 3319 ms gap was its parent's), the other judged a
+//! good step bad (240–405 ms against a baseline of 176–275 ms). So the test
+//! first looks at the host: one busy with other work is a reason this test
+//! cannot run, said as such (and a failure where no test may skip), never a
+//! wrong verdict.
 
 mod support;
 
