@@ -60,7 +60,7 @@ const PERIOD_US: u32 = 5_000;
 /// 2026-12-03). Pinned, the writer runs on every turn its CPU gets, and
 /// whatever keeps it from running keeps that CPU's monitor thread too.
 fn player_cpu() -> usize {
-    xrunbench_trial::monitor::allowed_cpus()
+    xrunbench_trial::fingerprint::allowed_cpus()
         .last()
         .copied()
         .unwrap_or(0)
@@ -668,7 +668,7 @@ mod tests {
     #[test]
     fn the_player_is_pinned_to_one_cpu_it_may_use() {
         let cpu = player_cpu();
-        assert!(xrunbench_trial::monitor::allowed_cpus().contains(&cpu));
+        assert!(xrunbench_trial::fingerprint::allowed_cpus().contains(&cpu));
         let a = player_args(
             60.0,
             &[(2.0, 146.0), (15.508, 152.0)],

@@ -26,6 +26,7 @@ impl Default for NearMiss {
 }
 
 fn new_histogram() -> Histogram<u32> {
+    // u32 counts halve the memory; 4 billion wake-ups is years of playback.
     // Three significant digits: 1 µs resolution up to 2 ms, ±0.05 % above.
     Histogram::new_with_bounds(1, MAX_US, 3).expect("constant bounds are valid")
 }
@@ -48,37 +49,12 @@ impl NearMiss {
 
     /// Summary of the buffer fill.
     pub fn fill_summary(&self) -> HistogramSummary {
-        summarize(&self.fill)
+        HistogramSummary::of_hdr(&self.fill)
     }
 
     /// Summary of the lateness.
     pub fn lateness_summary(&self) -> HistogramSummary {
-        summarize(&self.lateness)
-    }
-}
-
-fn summarize(h: &Histogram<u32>) -> HistogramSummary {
-    // u32 counts halve the memory; 4 billion wake-ups is years of playback.
-    if h.is_empty() {
-        return HistogramSummary {
-            unit: "us".into(),
-            ..Default::default()
-        };
-    }
-    HistogramSummary {
-        unit: "us".into(),
-        count: h.len(),
-        min: h.min(),
-        p0_1: h.value_at_quantile(0.001),
-        p1: h.value_at_quantile(0.01),
-        p50: h.value_at_quantile(0.5),
-        p99: h.value_at_quantile(0.99),
-        max: h.max(),
-        mean: h.mean(),
-        buckets: h
-            .iter_recorded()
-            .map(|v| [v.value_iterated_to(), u64::from(v.count_at_value())])
-            .collect(),
+        HistogramSummary::of_hdr(&self.lateness)
     }
 }
 

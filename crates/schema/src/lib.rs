@@ -54,3 +54,33 @@ pub struct HistogramSummary {
     /// bucket's highest equivalent value); enough to draw a CDF.
     pub buckets: Vec<[u64; 2]>,
 }
+
+#[cfg(feature = "hdr")]
+impl HistogramSummary {
+    /// The summary of an HDR histogram of microsecond values: the one
+    /// conversion both the player's near-miss histograms (`u32` counts) and
+    /// the monitor's (`u64`) go through.
+    pub fn of_hdr<C: hdrhistogram::Counter>(h: &hdrhistogram::Histogram<C>) -> Self {
+        if h.is_empty() {
+            return HistogramSummary {
+                unit: "us".into(),
+                ..HistogramSummary::default()
+            };
+        }
+        HistogramSummary {
+            unit: "us".into(),
+            count: h.len(),
+            min: h.min(),
+            p0_1: h.value_at_quantile(0.001),
+            p1: h.value_at_quantile(0.01),
+            p50: h.value_at_quantile(0.5),
+            p99: h.value_at_quantile(0.99),
+            max: h.max(),
+            mean: h.mean(),
+            buckets: h
+                .iter_recorded()
+                .map(|v| [v.value_iterated_to(), v.count_at_value().as_u64()])
+                .collect(),
+        }
+    }
+}

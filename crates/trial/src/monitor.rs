@@ -279,31 +279,6 @@ fn measure(
     out
 }
 
-/// An HDR histogram as the schema's summary (µs).
-pub fn summarize(h: &Histogram<u64>) -> HistogramSummary {
-    if h.is_empty() {
-        return HistogramSummary {
-            unit: "us".into(),
-            ..HistogramSummary::default()
-        };
-    }
-    HistogramSummary {
-        unit: "us".into(),
-        count: h.len(),
-        min: h.min(),
-        p0_1: h.value_at_quantile(0.001),
-        p1: h.value_at_quantile(0.01),
-        p50: h.value_at_quantile(0.5),
-        p99: h.value_at_quantile(0.99),
-        max: h.max(),
-        mean: h.mean(),
-        buckets: h
-            .iter_recorded()
-            .map(|v| [v.value_iterated_to(), v.count_at_value()])
-            .collect(),
-    }
-}
-
 fn report(spec: &MonitorSpec, mlock: &str, results: &[CpuResult]) -> MonitorReport {
     let mut overall =
         Histogram::<u64>::new_with_bounds(1, MAX_LATENCY_US, 3).expect("valid histogram bounds");
@@ -323,7 +298,7 @@ fn report(spec: &MonitorSpec, mlock: &str, results: &[CpuResult]) -> MonitorRepo
         cpus.push(CpuLatency {
             cpu: r.cpu,
             tid: r.tid,
-            latency: summarize(&r.hist),
+            latency: HistogramSummary::of_hdr(&r.hist),
         });
     }
     spikes.sort_by_key(|s| s.planned_mono_ns);
@@ -333,7 +308,7 @@ fn report(spec: &MonitorSpec, mlock: &str, results: &[CpuResult]) -> MonitorRepo
         threshold_us: spec.threshold_us,
         mlock: mlock.to_string(),
         cpus,
-        overall: summarize(&overall),
+        overall: HistogramSummary::of_hdr(&overall),
         spikes,
         spikes_dropped: dropped,
         trace: None,
@@ -350,21 +325,7 @@ pub fn cpus_to_measure(spec: &MonitorSpec, player_cpus: Option<&[usize]>) -> Vec
     if let Some(c) = player_cpus {
         return c.to_vec();
     }
-    allowed_cpus()
-}
-
-/// The CPUs this process may run on.
-pub fn allowed_cpus() -> Vec<usize> {
-    // SAFETY: a zeroed set is valid; the kernel fills it.
-    unsafe {
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        if libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) != 0 {
-            return vec![0];
-        }
-        (0..libc::CPU_SETSIZE as usize)
-            .filter(|&c| libc::CPU_ISSET(c, &set))
-            .collect()
-    }
+    crate::fingerprint::allowed_cpus()
 }
 
 #[cfg(test)]
@@ -395,7 +356,7 @@ mod tests {
         for v in [5, 7, 9, 1000] {
             h.record(v).unwrap();
         }
-        let s = summarize(&h);
+        let s = HistogramSummary::of_hdr(&h);
         assert_eq!((s.count, s.min, s.max), (4, 5, 1000));
     }
 }

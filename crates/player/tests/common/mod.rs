@@ -185,7 +185,7 @@ impl Watched {
 /// thread on every CPU), whose late wake-ups are the machine's pauses.
 /// Needs root, as the timing tests' real-time priorities do.
 pub fn play_watched(cmd: &mut Command, args: &[&str]) -> (Output, Watched) {
-    let cpus = xrunbench_trial::monitor::allowed_cpus();
+    let cpus = xrunbench_trial::fingerprint::allowed_cpus();
     let monitor = xrunbench_trial::monitor::Monitor::start(&MonitorSpec::default(), &cpus)
         .expect("the latency monitor starts (root: FIFO 99)");
     let (out, report) = play(cmd, args);
