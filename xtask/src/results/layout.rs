@@ -20,9 +20,12 @@ pub const PLOTS: &str = "plots";
 /// Suffixes of trial files that are not measurements: the run's log.
 const NOT_MEASURED: [&str; 3] = [".failed.json", ".interrupted.json", ".lost.json"];
 
-/// The default results root: `<workspace>/results`.
+/// The default results root: `results/` in the directory the user runs us
+/// from, never the checkout we were built from (`bisect-run` in a kernel
+/// tree writes there, not into the xrunbench checkout); from the
+/// checkout's top, `cargo xtask run` writes where it always did.
 pub fn default_results_root() -> PathBuf {
-    crate::util::workspace_root().join("results")
+    std::env::current_dir().unwrap_or_default().join("results")
 }
 
 /// `run_dir/trials`.

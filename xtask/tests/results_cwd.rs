@@ -1,0 +1,32 @@
+//! Where a run writes without `--results-dir`: `results/` in the directory
+//! the user runs it from (a kernel tree, for `bisect-run`), never the
+//! xrunbench checkout the binary was built from.
+
+mod support;
+
+use support::*;
+
+#[test]
+fn a_run_without_results_dir_writes_under_the_directory_it_runs_from() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = scenario(
+        dir.path(),
+        "here",
+        "name = \"here\"\ntrials = 1\nduration = \"1s\"\nwarmup = \"0s\"\n\
+         [audio]\ngenerate = { seconds = 1, rate = 8000, channels = 1 }\nbackend = \"virtual\"\n\
+         [[config]]\nname = \"a\"\n",
+    );
+    let out = xtask()
+        .current_dir(dir.path())
+        .args(["run", s.to_str().unwrap(), "--bin-dir"])
+        .arg(bin_dir())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let records = find_named(&dir.path().join("results/here"), "a-1.json");
+    assert_eq!(records.len(), 1, "{stderr}");
+    // And nothing under the checkout's own results/ for this scenario.
+    let checkout = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../results/here");
+    assert!(!checkout.exists(), "{} was written", checkout.display());
+}
