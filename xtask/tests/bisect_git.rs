@@ -298,12 +298,16 @@ fn usage_errors_abort_the_bisection_and_bad_scenarios_skip() {
     let xtask = env!("CARGO_BIN_EXE_xtask");
     // A mistyped option: 128 (git bisect run aborts), not 2 (= "bad").
     let o = Command::new(xtask)
+        // Whatever a step writes goes under the temporary directory.
+        .current_dir(tmp.path())
         .args(["bisect", "x.toml", "--baseline", "/nonexistent", "--bogus"])
         .output()
         .unwrap();
     assert_eq!(o.status.code(), Some(128));
     // An unusable baseline: abort.
     let o = Command::new(xtask)
+        // Whatever a step writes goes under the temporary directory.
+        .current_dir(tmp.path())
         .args(["bisect", "x.toml", "--baseline"])
         .arg(tmp.path())
         .output()
@@ -329,6 +333,8 @@ fn usage_errors_abort_the_bisection_and_bad_scenarios_skip() {
     );
     std::fs::write(tmp.path().join("k.toml"), text).unwrap();
     let o = Command::new(xtask)
+        // Whatever a step writes goes under the temporary directory.
+        .current_dir(tmp.path())
         .arg("bisect")
         .arg(tmp.path().join("k.toml"))
         .arg("--baseline")
@@ -343,6 +349,8 @@ fn usage_errors_abort_the_bisection_and_bad_scenarios_skip() {
     // A scenario that does not parse at this commit: skip too.
     std::fs::write(tmp.path().join("bad.toml"), "name = ").unwrap();
     let o = Command::new(xtask)
+        // Whatever a step writes goes under the temporary directory.
+        .current_dir(tmp.path())
         .arg("bisect")
         .arg(tmp.path().join("bad.toml"))
         .arg("--baseline")
