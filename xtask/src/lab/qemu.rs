@@ -471,10 +471,14 @@ mod tests {
     #[test]
     fn qemu_starts_in_a_session_and_scheduling_group_of_its_own() {
         assert_eq!(LAB_NICE_TEXT, LAB_NICE.to_string().as_bytes());
-        let mut cmd = Command::new("sleep");
-        cmd.arg("30");
+        // This test binary listing its tests: what it does is beside the
+        // point; until it is reaped, its session, group and autogroup can
+        // be read, running or not (and no program is started by name).
+        let mut cmd = Command::new(std::env::current_exe().unwrap());
+        cmd.arg("--list").stdout(Stdio::null());
         ahead_of_the_host(&mut cmd);
         let mut child = cmd.spawn().unwrap();
+        std::thread::sleep(Duration::from_millis(300));
         let pid = child.id();
         // SAFETY: getsid, getpgid and geteuid have no preconditions.
         let (sid, pgid, root) = unsafe {
