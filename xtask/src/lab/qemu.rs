@@ -164,10 +164,10 @@ fn autogroup_nice(pid: u32) -> Option<i32> {
 pub struct Guest {
     child: Child,
     /// QEMU's nice value ([`LAB_NICE`] where we may set it).
-    pub nice: i32,
+    nice: i32,
     /// The nice of QEMU's own scheduling group, where the kernel has
     /// autogroup ([`LAB_NICE`] where we may set it).
-    pub group_nice: Option<i32>,
+    group_nice: Option<i32>,
     accel: Accel,
     console: PathBuf,
     /// Seconds from QEMU's start to the guest's ready line.
@@ -472,13 +472,13 @@ mod tests {
     fn qemu_starts_in_a_session_and_scheduling_group_of_its_own() {
         assert_eq!(LAB_NICE_TEXT, LAB_NICE.to_string().as_bytes());
         // This test binary listing its tests: what it does is beside the
-        // point; until it is reaped, its session, group and autogroup can
-        // be read, running or not (and no program is started by name).
+        // point. spawn returns once pre_exec has run; until the child is
+        // reaped, its session, group and autogroup can be read, running or
+        // not (and no program is started by name).
         let mut cmd = Command::new(std::env::current_exe().unwrap());
         cmd.arg("--list").stdout(Stdio::null());
         ahead_of_the_host(&mut cmd);
         let mut child = cmd.spawn().unwrap();
-        std::thread::sleep(Duration::from_millis(300));
         let pid = child.id();
         // SAFETY: getsid, getpgid and geteuid have no preconditions.
         let (sid, pgid, root) = unsafe {
