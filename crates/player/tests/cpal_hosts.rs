@@ -20,7 +20,7 @@ mod common;
 use std::process::Command;
 
 use common::*;
-use xrunbench_schema::player::{ClockSource, EventSource, Underrun};
+use xrunbench_schema::player::{ClockSource, EventSource, SelftestStall, Underrun};
 use xrunbench_soundserver::{HintedJackPcm, JackConfig, JackServer, HINTED_JACK_PCM};
 
 /// The common arguments: real-time on CPU 1, a 20 ms buffer.
@@ -58,64 +58,26 @@ fn assert_one_gap_per_stall(w: &Watched, host: &str) {
 /// So may events outside the stalls that a pause of the machine explains
 /// ([`Watched::machine_pause_for`]).
 fn assert_one_gap_per_stall_beside(w: &Watched, host: &str, extra: &[EventSource]) {
-    let report = &w.report;
-    let in_a_stall = |e: &Underrun| report.selftest_stalls.iter().any(|s| s.holds(e.at_s));
-    let (beside, events): (Vec<_>, Vec<_>) = report.events.iter().partition(|e| {
-        (extra.contains(&e.source) && e.gap_ms == 0.0)
-            || (!in_a_stall(e) && w.machine_pause_for(e).is_some())
-    });
+    let gapless_extra = |e: &Underrun| extra.contains(&e.source) && e.gap_ms == 0.0;
+    let pairs = w.one_event_per_stall(host, gapless_extra);
+    assert_eq!(pairs.len(), 3, "{host}: every stall ran");
     // The discrimination the excuse rests on: a callback that sleeps (the
-    // sink losing audio on its own) leaves the monitor punctual.
-    for e in &events {
+    // sink losing audio on its own) leaves the monitor punctual. The
+    // machine's own pauses (100 ms slices on a saturated VM here) may
+    // fall in a stall, but none spans half of a long one.
+    for (stall, _) in &pairs {
+        let longest = w
+            .pauses
+            .iter()
+            .filter(|p| stall.holds(p.due_s))
+            .map(|p| p.ms())
+            .fold(0.0, f64::max);
         assert!(
-            w.machine_pause_for(e).is_none(),
-            "{host}: a stall of the callback taken for the machine's: {e:?}"
+            stall.actual_ms < 250.0 || longest < stall.actual_ms / 2.0,
+            "{host}: the monitor was away {longest:.3} ms in a stall of the callback: {stall:?}"
         );
     }
-    print_pauses(w, host);
-    check_stall_events(w, host, &beside, &events);
-}
-
-/// Prints the machine's pauses of 5 ms and more (what an unexplained
-/// event is to be read beside).
-fn print_pauses(w: &Watched, host: &str) {
-    let long: Vec<String> = w
-        .pauses
-        .iter()
-        .filter(|p| p.ms() >= 5.0)
-        .map(|p| format!("CPU {} {:.3} s +{:.1} ms", p.cpu, p.due_s, p.ms()))
-        .collect();
-    eprintln!(
-        "{host}: {} pauses of the machine ≥ 1 ms, ≥ 5 ms: {long:?}",
-        w.pauses.len()
-    );
-}
-
-/// Why the machine, not the sink, lost `e`'s audio, when a pause of the
-/// machine explains it.
-fn the_machines(w: &Watched, e: &Underrun) -> Option<String> {
-    let p = w.machine_pause_for(e)?;
-    Some(format!(
-        "the machine's, not counted: CPU {} was away {:.3} ms (FIFO 99 due at {:.3} s ran at \
-         {:.3} s)",
-        p.cpu,
-        p.ms(),
-        p.due_s,
-        p.ran_s
-    ))
-}
-
-/// Prints an event that stands beside the ones counted, and why.
-fn print_beside(w: &Watched, host: &str, what: &str, e: &Underrun) {
-    eprintln!(
-        "{host}: beside {what}: {:?} at {:.3} s, gap {:.3} ms{}",
-        e.source,
-        e.at_s,
-        e.gap_ms,
-        the_machines(w, e)
-            .map(|why| format!(": {why}"))
-            .unwrap_or_default()
-    );
+    check_stall_events(w, host, &pairs);
 }
 
 /// Asserts that the sink gave the host's own threads, which the callback
@@ -140,25 +102,24 @@ fn assert_host_threads_share_the_callback_scheduling(
     );
 }
 
-fn check_stall_events(w: &Watched, host: &str, beside: &[&Underrun], events: &[&Underrun]) {
-    let report = &w.report;
-    let period_ms = report.params.period_us as f64 / 1e3;
-    for e in beside {
-        print_beside(w, host, "the stalls", e);
-    }
-    assert_eq!(
-        events.len(),
-        report.selftest_stalls.len(),
-        "{host}: one event per stall expected: {:#?}",
-        report.events
-    );
-    assert_eq!(report.selftest_stalls.len(), 3, "{host}: every stall ran");
-    for (stall, e) in report.selftest_stalls.iter().zip(events) {
+/// Checks each stall's event: a callback gap on the stream's clock that
+/// ends within 10 ms of the stall's end and is at least the stall's own
+/// loss, S − Q − P, less 10 ms. When the stalled callback came on time
+/// that is the gap S − Q − P ± 10 ms; when the server delivered it late
+/// (traced beside 60 busy loops: 10–20 ms, the machine itself punctual),
+/// the audio ran dry before the stall began and the gap is longer by that
+/// lateness, which the player rightly counts: the end is what the stall
+/// fixes.
+fn check_stall_events(w: &Watched, host: &str, pairs: &[(&SelftestStall, &Underrun)]) {
+    let period_ms = w.report.params.period_us as f64 / 1e3;
+    for (stall, e) in pairs {
         let queued_ms = stall.queued_us.expect("queued audio known") as f64 / 1e3;
         let expected = stall.actual_ms - queued_ms - period_ms;
+        let end_error_ms = (e.at_s + e.gap_ms / 1e3 - (stall.at_s + stall.actual_ms / 1e3)) * 1e3;
         eprintln!(
             "{host}: stall {:.3} ms (asked {:.0}), queued {queued_ms:.3} ms, callback {period_ms:.3} ms: \
-             gap {:.3} ms, expected {expected:.3} ms (error {:+.3}); source {:?}, also seen by {:?}",
+             gap {:.3} ms, expected {expected:.3} ms (error {:+.3}), ends {end_error_ms:+.3} ms from \
+             the stall's end; source {:?}, also seen by {:?}",
             stall.actual_ms,
             stall.requested_ms,
             e.gap_ms,
@@ -168,11 +129,14 @@ fn check_stall_events(w: &Watched, host: &str, beside: &[&Underrun], events: &[&
         );
         assert_eq!(e.source, EventSource::CallbackGap, "{host}: {e:?}");
         assert_eq!(e.gap_clock, ClockSource::Cpal);
-        assert!(
-            (e.gap_ms - expected).abs() <= 10.0,
-            "{host}: gap {:.3} ms, expected {expected:.3} ± 10 ms",
-            e.gap_ms
-        );
+        if w.gap_judged(host, stall, e, 10.0) {
+            assert!(
+                end_error_ms.abs() <= 10.0 && e.gap_ms >= expected - 10.0,
+                "{host}: gap {:.3} ms ending {end_error_ms:+.3} ms from the stall's end, \
+                 expected {expected:.3} ms or more ending there ± 10 ms",
+                e.gap_ms
+            );
+        }
     }
 }
 
@@ -187,13 +151,7 @@ fn assert_clean(w: &Watched, host: &str) {
 /// machine explains are printed, not counted.
 fn assert_clean_beside(w: &Watched, host: &str, extra: &[EventSource]) {
     let report = &w.report;
-    let beside = |e: &&Underrun| {
-        (extra.contains(&e.source) && e.gap_ms == 0.0) || w.machine_pause_for(e).is_some()
-    };
-    for e in report.events.iter().filter(beside) {
-        print_beside(w, host, "a clean run", e);
-    }
-    let events: Vec<&Underrun> = report.events.iter().filter(|e| !beside(e)).collect();
+    let events = w.unexplained(host, |e| extra.contains(&e.source) && e.gap_ms == 0.0);
     eprintln!(
         "{host}: clean run: {} events, fill min {} us p50 {} us, lateness p99 {} us max {} us, host errors {:?}, notes {:?}",
         report.events.len(),
@@ -204,7 +162,6 @@ fn assert_clean_beside(w: &Watched, host: &str, extra: &[EventSource]) {
         report.host_errors,
         report.params.notes
     );
-    print_pauses(w, host);
     assert_eq!(report.params.backend, "cpal");
     assert_eq!(report.params.underrun_clock, ClockSource::Cpal);
     assert_eq!(
@@ -214,7 +171,7 @@ fn assert_clean_beside(w: &Watched, host: &str, extra: &[EventSource]) {
     );
     assert_eq!(report.frames_written, 96_000);
     assert!(
-        report.wall_seconds > 1.9 && report.wall_seconds < 3.0,
+        report.wall_seconds > 1.9 && report.wall_seconds < 3.0 + lost_s(report),
         "{host}: {}",
         report.wall_seconds
     );

@@ -1,5 +1,8 @@
 //! Exact timing on the virtual sink: known writer stalls give exactly one
 //! underrun each, with the gap within 1 ms of (stall − queued audio).
+//! Beside the trial's latency monitor, so that what the machine itself
+//! takes (a VM's vCPUs, on a saturated host) is told apart from the
+//! player's own losses ([`Watched`]).
 
 mod common;
 
@@ -10,7 +13,7 @@ use xrunbench_schema::player::{ClockSource, EndReason};
 fn stalls_of_100_250_500_ms_give_one_underrun_each_within_1ms() {
     let _serial = timing_lock();
     let wav = tone(1.0);
-    let (_, report) = play(
+    let (_, w) = play_watched(
         &mut player(),
         &[
             "--backend",
@@ -29,15 +32,16 @@ fn stalls_of_100_250_500_ms_give_one_underrun_each_within_1ms() {
             wav.0.to_str().unwrap(),
         ],
     );
+    let report = &w.report;
     assert_eq!(report.params.backend, "virtual");
     assert_eq!(report.params.buffer_frames, 960);
     assert_eq!(report.params.underrun_clock, ClockSource::Virtual);
     assert_eq!(report.selftest_stalls.len(), 3);
-    assert_one_underrun_per_stall(&report, 1.0);
+    assert_one_underrun_per_stall(&w, "virtual", 1.0);
     for e in &report.events {
         assert_eq!(e.at_least_clock, ClockSource::Virtual);
     }
-    assert_eq!(report.totals.count, 3);
+    assert_eq!(report.totals.count as usize, report.events.len());
     assert_eq!(report.ended, EndReason::Duration);
 }
 
@@ -45,7 +49,7 @@ fn stalls_of_100_250_500_ms_give_one_underrun_each_within_1ms() {
 fn ten_seconds_without_stalls_have_no_underrun() {
     let _serial = timing_lock();
     let wav = tone(2.0);
-    let (_, report) = play(
+    let (_, w) = play_watched(
         &mut player(),
         &[
             "--backend",
@@ -62,11 +66,18 @@ fn ten_seconds_without_stalls_have_no_underrun() {
             wav.0.to_str().unwrap(),
         ],
     );
-    assert_eq!(report.events, vec![], "no underrun expected");
+    let report = &w.report;
+    assert_no_underrun_but_the_machines(&w, "virtual");
     assert!((report.audio_seconds - 10.0).abs() < 1e-9);
     // The file repeats until --duration: 5 loops of 2 s.
     assert_eq!(report.frames_written, 480_000);
     // Near misses were measured at every wake-up (one per 5 ms period).
     assert!(report.fill.count > 1500, "{:?}", report.fill.count);
-    assert!(report.fill.min > 0 && report.fill.max <= 20_000);
+    assert!(report.fill.max <= 20_000, "{:?}", report.fill);
+    // Never empty at a wake-up, unless the machine emptied it.
+    assert!(
+        report.fill.min > 0 || !report.events.is_empty(),
+        "{:?}",
+        report.fill
+    );
 }

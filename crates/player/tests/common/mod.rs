@@ -6,7 +6,7 @@ use std::process::{Command, Output};
 use std::sync::{Mutex, MutexGuard};
 
 use xrunbench_schema::monitor::{MachinePause, MonitorSpec};
-use xrunbench_schema::player::Underrun;
+use xrunbench_schema::player::{SelftestStall, Underrun};
 use xrunbench_schema::PlayerReport;
 
 /// Held while a timing test runs; see [`timing_lock`].
@@ -166,18 +166,213 @@ pub struct Watched {
 }
 
 impl Watched {
-    /// The pause of the machine that explains underrun `e`: one that began
-    /// before the sink ran dry and ended when the audio came back, give or
-    /// take one period (the host's thread waits for the server's next
-    /// cycle after the machine returns) and 2 ms. On a VM the hypervisor
-    /// takes a vCPU away for tens of ms at a time (steal); no priority of
-    /// ours can prevent that, and the player rightly reports the audio it
-    /// cost, but it is not the sink's fault: the tests print such events
-    /// and count only the rest. A sink that loses audio on its own leaves
-    /// the monitor punctual, so it still fails them.
+    /// The pause of the machine that explains underrun `e`, if one does:
+    /// the longest pause, on any CPU, that overlapped the event (widened
+    /// by the audio queued before it, two periods and 2 ms) and was long
+    /// enough to account for its gap (itself, plus that widening). On a VM
+    /// the hypervisor takes vCPUs away for tens of ms at a time (steal; a
+    /// saturated VM here lost them in 100 ms slices, the host's CPU quota
+    /// period); no priority of ours can prevent that, and the player
+    /// rightly reports the audio it cost, but it is not the sink's fault:
+    /// the tests print such events and count only the rest. Any CPU,
+    /// because the chain spans them: the sound server runs on CPU 0, the
+    /// player on CPU 1 (traced: a 100 ms pause of CPU 0 alone starved the
+    /// JACK host's callback on CPU 1 for 118 ms). A sink that loses audio
+    /// on its own leaves the monitor punctual, so it still fails them; on
+    /// a quiet machine there are no pauses to excuse anything.
     pub fn machine_pause_for(&self, e: &Underrun) -> Option<MachinePause> {
-        let tolerance_ms = self.report.params.period_us as f64 / 1e3 + 2.0;
-        MachinePause::spanning(&self.pauses, e.at_s, e.at_s + e.gap_ms / 1e3, tolerance_ms)
+        let widening_ms = e.queued_before_us.unwrap_or(0) as f64 / 1e3
+            + 2.0 * self.report.params.period_us as f64 / 1e3
+            + 2.0;
+        let from_s = e.at_s - widening_ms / 1e3;
+        let to_s = e.at_s + (e.gap_ms + widening_ms) / 1e3;
+        self.pauses
+            .iter()
+            .filter(|p| p.since_s < to_s && p.ran_s > from_s)
+            .filter(|p| p.ms() + widening_ms >= e.gap_ms)
+            .max_by(|a, b| a.ms().total_cmp(&b.ms()))
+            .copied()
+    }
+
+    /// A pause of the machine of at least `tolerance_ms` that can have
+    /// moved a stall's gap away from its expected figure: one on any CPU
+    /// that overlapped the stall or the refill after it. Even one wholly
+    /// inside the stall's sleep: the sound server's CPU paused then moves
+    /// the stream's timestamps (traced: JACK's CPU 0 away 100 ms in a
+    /// 500 ms stall of the callback split its gap in two, 411 + 160 ms).
+    pub fn pause_disturbing(
+        &self,
+        stall: &SelftestStall,
+        e: &Underrun,
+        tolerance_ms: f64,
+    ) -> Option<MachinePause> {
+        let (start_s, end_s) = (stall.at_s, stall.at_s + stall.actual_ms / 1e3);
+        let back_s =
+            e.at_s + (e.gap_ms + 2.0 * self.report.params.period_us as f64 / 1e3 + 2.0) / 1e3;
+        self.pauses
+            .iter()
+            .filter(|p| p.ms() >= tolerance_ms)
+            .find(|p| p.since_s < back_s.max(end_s) && p.ran_s > start_s - 0.001)
+            .copied()
+    }
+
+    /// Why the machine, not the sink, lost `e`'s audio, when a pause of
+    /// the machine explains it.
+    pub fn the_machines(&self, e: &Underrun) -> Option<String> {
+        self.machine_pause_for(e).map(|p| {
+            format!(
+                "the machine's, not counted: CPU {} was away {:.3} ms (FIFO 99 due at {:.3} s \
+                 ran at {:.3} s)",
+                p.cpu,
+                p.ms(),
+                p.due_s,
+                p.ran_s
+            )
+        })
+    }
+
+    /// Prints the machine's pauses of 5 ms and more (what an unexplained
+    /// event is to be read beside).
+    pub fn print_pauses(&self, what: &str) {
+        let long: Vec<String> = self
+            .pauses
+            .iter()
+            .filter(|p| p.ms() >= 5.0)
+            .map(|p| format!("CPU {} {:.3} s +{:.1} ms", p.cpu, p.due_s, p.ms()))
+            .collect();
+        eprintln!(
+            "{what}: {} pauses of the machine ≥ 1 ms, ≥ 5 ms: {long:?}",
+            self.pauses.len()
+        );
+    }
+
+    /// Prints an event that stands beside the ones counted, and why.
+    pub fn print_beside(&self, what: &str, beside: &str, e: &Underrun) {
+        eprintln!(
+            "{what}: beside {beside}: {:?} at {:.3} s, gap {:.3} ms{}",
+            e.source,
+            e.at_s,
+            e.gap_ms,
+            self.the_machines(e)
+                .map(|why| format!(": {why}"))
+                .unwrap_or_default()
+        );
+    }
+
+    /// The events no pause of the machine explains, but those `beside`
+    /// lets stand (printed, with the machine's, not returned).
+    pub fn unexplained(&self, what: &str, beside: impl Fn(&Underrun) -> bool) -> Vec<&Underrun> {
+        let (excused, counted): (Vec<&Underrun>, Vec<&Underrun>) = self
+            .report
+            .events
+            .iter()
+            .partition(|e| beside(e) || self.machine_pause_for(e).is_some());
+        for e in excused {
+            self.print_beside(what, "the run", e);
+        }
+        self.print_pauses(what);
+        counted
+    }
+
+    /// Whether event `e` is stall `s`'s: it began during the stall, or
+    /// it began before and ran into it (the sound server delivered the
+    /// stalled callback late: the audio ran dry before the stall began,
+    /// and its gap ran on through it); or, when a pause of the machine of
+    /// 5 ms or more disturbed the stall ([`Watched::pause_disturbing`]),
+    /// it began before the audio queued, two periods and 2 ms had passed
+    /// after the stall (the stream resyncing once both were over).
+    fn of_stall(&self, s: &SelftestStall, e: &Underrun) -> bool {
+        let end_s = s.at_s + s.actual_ms / 1e3;
+        if s.holds(e.at_s) || (e.at_s < s.at_s && e.at_s + e.gap_ms / 1e3 > s.at_s) {
+            return true;
+        }
+        let period_ms = self.report.params.period_us as f64 / 1e3;
+        let after_ms = e.queued_before_us.unwrap_or(0) as f64 / 1e3 + 2.0 * period_ms + 2.0;
+        (end_s..=end_s + after_ms / 1e3).contains(&e.at_s)
+            && self.pause_disturbing(s, e, 5.0).is_some()
+    }
+
+    /// Pairs every injected stall with the one event that began during
+    /// it, and asserts that every other event is one `beside` lets stand
+    /// or one a pause of the machine explains. A stall is a stall whatever
+    /// the machine did meanwhile: its event is counted, never excused; but
+    /// a pause of the machine inside it can split its gap in two (see
+    /// [`Watched::pause_disturbing`]), and then the first is paired and the
+    /// split printed.
+    pub fn one_event_per_stall(
+        &self,
+        what: &str,
+        beside: impl Fn(&Underrun) -> bool,
+    ) -> Vec<(&SelftestStall, &Underrun)> {
+        let stalls = &self.report.selftest_stalls;
+        let in_a_stall = |e: &Underrun| stalls.iter().any(|s| self.of_stall(s, e));
+        let outside = self.unexplained(what, |e| beside(e) || in_a_stall(e));
+        assert_eq!(
+            outside,
+            Vec::<&Underrun>::new(),
+            "{what}: events outside the stalls that no pause of the machine explains"
+        );
+        stalls
+            .iter()
+            .map(|s| {
+                let during: Vec<&Underrun> = self
+                    .report
+                    .events
+                    .iter()
+                    .filter(|e| self.of_stall(s, e) && !beside(e))
+                    .collect();
+                assert!(
+                    !during.is_empty(),
+                    "{what}: no event in stall {s:?}: {:#?}",
+                    self.report.events
+                );
+                if during.len() > 1 {
+                    let Some(p) = self.pause_disturbing(s, during[0], 5.0) else {
+                        panic!(
+                            "{what}: one event per stall expected, stall {s:?}: {:#?}",
+                            self.report.events
+                        );
+                    };
+                    eprintln!(
+                        "{what}: stall at {:.3} s: {} events, split by the machine away {:.3} ms \
+                         on CPU {} at {:.3} s",
+                        s.at_s,
+                        during.len(),
+                        p.ms(),
+                        p.cpu,
+                        p.due_s
+                    );
+                }
+                (s, during[0])
+            })
+            .collect()
+    }
+
+    /// Whether the gap of stall `s`'s event `e` can be held to
+    /// `tolerance_ms`: not when a pause of the machine at least that long
+    /// can have moved it ([`Watched::pause_disturbing`]); then says so.
+    pub fn gap_judged(
+        &self,
+        what: &str,
+        s: &SelftestStall,
+        e: &Underrun,
+        tolerance_ms: f64,
+    ) -> bool {
+        match self.pause_disturbing(s, e, tolerance_ms) {
+            None => true,
+            Some(p) => {
+                eprintln!(
+                    "{what}: stall at {:.3} s: its gap {:.3} ms is not held to ± {tolerance_ms} ms: \
+                     the machine was away {:.3} ms on CPU {} at {:.3} s, at its edge",
+                    s.at_s,
+                    e.gap_ms,
+                    p.ms(),
+                    p.cpu,
+                    p.due_s
+                );
+                false
+            }
+        }
     }
 }
 
@@ -192,7 +387,7 @@ pub fn play_watched(cmd: &mut Command, args: &[&str]) -> (Output, Watched) {
     let measured = monitor.stop();
     let start = report
         .started_mono_ns
-        .expect("a cpal report says when playback started");
+        .expect("a report says when playback started");
     let pauses = measured.pauses(start);
     (out, Watched { report, pauses })
 }
@@ -217,34 +412,49 @@ pub fn wav_bytes(tag: u16, channels: u16, rate: u32, bits: u16, data: &[u8]) -> 
     v
 }
 
-/// Asserts that a stall produced exactly one underrun whose gap is
-/// within `tolerance_ms` of (stall − audio queued when it began).
-pub fn assert_one_underrun_per_stall(report: &PlayerReport, tolerance_ms: f64) {
-    assert_eq!(
-        report.events.len(),
-        report.selftest_stalls.len(),
-        "one underrun per stall expected: {:#?}",
-        report.events
-    );
-    for (stall, event) in report.selftest_stalls.iter().zip(&report.events) {
+/// Asserts that every stall produced exactly one underrun whose gap is
+/// within `tolerance_ms` of (stall − audio queued when it began), and
+/// that every other underrun was the machine's ([`Watched`]). A gap a
+/// pause of the machine can have moved is printed, not held to the
+/// tolerance ([`Watched::gap_judged`]).
+pub fn assert_one_underrun_per_stall(w: &Watched, what: &str, tolerance_ms: f64) {
+    for (stall, event) in w.one_event_per_stall(what, |_| false) {
         let queued_ms = stall.queued_us.expect("queued audio known") as f64 / 1e3;
         let expected = stall.actual_ms - queued_ms;
         eprintln!(
-            "stall {:.3} ms (asked {:.0}) with {:.3} ms queued: gap {:.3} ms, at least {:?} ms, expected {:.3} ms",
+            "{what}: stall {:.3} ms (asked {:.0}) with {:.3} ms queued: gap {:.3} ms, at least {:?} ms, expected {:.3} ms",
             stall.actual_ms, stall.requested_ms, queued_ms, event.gap_ms, event.at_least_ms, expected
-        );
-        assert!(
-            (stall.actual_ms - stall.requested_ms).abs() < 5.0,
-            "the stall itself overran: {stall:?}"
-        );
-        assert!(
-            (event.gap_ms - expected).abs() <= tolerance_ms,
-            "gap {:.3} ms, expected {expected:.3} ± {tolerance_ms} ms",
-            event.gap_ms
         );
         let at_least = event.at_least_ms.expect("at-least figure present");
         assert!(at_least <= event.gap_ms + 1e-6 && at_least > 0.0);
+        if !w.gap_judged(what, stall, event, tolerance_ms) {
+            continue;
+        }
+        assert!(
+            (stall.actual_ms - stall.requested_ms).abs() < 5.0,
+            "{what}: the stall itself overran: {stall:?}"
+        );
+        assert!(
+            (event.gap_ms - expected).abs() <= tolerance_ms,
+            "{what}: gap {:.3} ms, expected {expected:.3} ± {tolerance_ms} ms",
+            event.gap_ms
+        );
     }
+}
+
+/// The audio time the run's underruns cost, s: a run that lost the
+/// machine's pauses takes that much longer to play its file.
+pub fn lost_s(report: &PlayerReport) -> f64 {
+    report.events.iter().map(|e| e.gap_ms).sum::<f64>() / 1e3
+}
+
+/// Asserts that no underrun but the machine's ([`Watched`]) happened.
+pub fn assert_no_underrun_but_the_machines(w: &Watched, what: &str) {
+    assert_eq!(
+        w.unexplained(what, |_| false),
+        Vec::<&Underrun>::new(),
+        "{what}: no underrun expected"
+    );
 }
 
 /// Waits until process `pid` holds `path` open and has read at least
