@@ -306,3 +306,39 @@ fn wait_until_playing(pid: u32, wav: &Path) {
     };
     wait_until_read(pid, &source, 4096);
 }
+
+/// The tests' backstop against a hung player: one still running past its
+/// limit is killed (and reaped) and its test fails, saying so, instead of
+/// hanging the suite.
+#[test]
+fn a_player_running_past_the_tests_limit_is_killed_and_named() {
+    let wav = tone(1.0);
+    let args = [
+        "--backend",
+        "virtual",
+        "--duration",
+        "600",
+        "-q",
+        wav.0.to_str().unwrap(),
+    ];
+    let mut cmd = player();
+    let failed = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        output_or_kill(cmd.args(args), &args, Duration::from_millis(500))
+    }))
+    .expect_err("a 600 s playback outlives a 0.5 s limit");
+    let message = failed
+        .downcast_ref::<String>()
+        .expect("a formatted panic message");
+    assert!(
+        message.contains("hung: still running 500ms after it started; killed"),
+        "{message}"
+    );
+    assert!(
+        !std::fs::read_dir("/proc")
+            .unwrap()
+            .flatten()
+            .filter_map(|e| std::fs::read_to_string(e.path().join("cmdline")).ok())
+            .any(|c| c.contains("600\0-q\0") && c.contains(wav.0.to_str().unwrap())),
+        "the player is gone"
+    );
+}

@@ -138,12 +138,7 @@ pub fn player() -> Command {
 /// process output and the parsed report.
 pub fn play(cmd: &mut Command, args: &[&str]) -> (Output, PlayerReport) {
     let json = TempFile(unique(&std::env::temp_dir(), "report.json"));
-    let out = cmd
-        .args(args)
-        .arg("--json")
-        .arg(&json.0)
-        .output()
-        .expect("run xrun-player");
+    let out = output_or_kill(cmd.args(args).arg("--json").arg(&json.0), args, HUNG_AFTER);
     assert!(
         out.status.success(),
         "xrun-player {args:?} failed: {:?}\n{}",
@@ -154,6 +149,57 @@ pub fn play(cmd: &mut Command, args: &[&str]) -> (Output, PlayerReport) {
         serde_json::from_slice(&std::fs::read(&json.0).expect("report written"))
             .expect("valid report");
     (out, report)
+}
+
+/// How long a player of these tests (10 s of audio at most) may run
+/// before it is taken for hung: playback runs on the sound clock, not on
+/// the machine's speed, so this is a backstop, not a speed limit.
+const HUNG_AFTER: std::time::Duration = std::time::Duration::from_secs(300);
+
+/// Runs `cmd` as [`Command::output`] does, but kills it and fails the
+/// test, saying so, when it has not ended after `limit` ([`HUNG_AFTER`]
+/// for [`play`]): a player
+/// whose real-time thread spins (seen: cpal's PulseAudio host in an
+/// unoptimised build, FIFO 80, its main thread never running again) must
+/// fail its test, not hang the suite.
+pub fn output_or_kill(cmd: &mut Command, args: &[&str], limit: std::time::Duration) -> Output {
+    use std::io::Read;
+    use std::process::Stdio;
+    let mut child = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run xrun-player");
+    let drain = |mut pipe: Box<dyn Read + Send>| {
+        std::thread::spawn(move || {
+            let mut bytes = Vec::new();
+            let _ = pipe.read_to_end(&mut bytes);
+            bytes
+        })
+    };
+    let stdout = drain(Box::new(child.stdout.take().unwrap()));
+    let stderr = drain(Box::new(child.stderr.take().unwrap()));
+    let started = std::time::Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("wait for xrun-player") {
+            break status;
+        }
+        if started.elapsed() > limit {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!(
+                "xrun-player {args:?} hung: still running {limit:?} after it started; killed\n{}",
+                String::from_utf8_lossy(&stderr.join().unwrap_or_default())
+            );
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    Output {
+        status,
+        stdout: stdout.join().unwrap_or_default(),
+        stderr: stderr.join().unwrap_or_default(),
+    }
 }
 
 /// A player run and what the machine did meanwhile.
