@@ -11,13 +11,7 @@ use support::*;
 #[test]
 fn a_release_build_ignores_the_fault_injection_variable() {
     let dir = tempfile::tempdir().unwrap();
-    let s = scenario(
-        dir.path(),
-        "release",
-        "name = \"release\"\ntrials = 1\nduration = \"1s\"\nwarmup = \"0s\"\n\
-         [audio]\ngenerate = { seconds = 1, rate = 8000, channels = 1 }\nbackend = \"virtual\"\n\
-         [[config]]\nname = \"a\"\n",
-    );
+    let s = one_trial_scenario(dir.path(), "release");
     let results = dir.path().join("results");
     let out = xtask()
         .args(["run", s.to_str().unwrap(), "--results-dir"])

@@ -9,13 +9,7 @@ use support::*;
 #[test]
 fn a_run_without_results_dir_writes_under_the_directory_it_runs_from() {
     let dir = tempfile::tempdir().unwrap();
-    let s = scenario(
-        dir.path(),
-        "here",
-        "name = \"here\"\ntrials = 1\nduration = \"1s\"\nwarmup = \"0s\"\n\
-         [audio]\ngenerate = { seconds = 1, rate = 8000, channels = 1 }\nbackend = \"virtual\"\n\
-         [[config]]\nname = \"a\"\n",
-    );
+    let s = one_trial_scenario(dir.path(), "here");
     let out = xtask()
         .current_dir(dir.path())
         .args(["run", s.to_str().unwrap(), "--bin-dir"])

@@ -118,6 +118,20 @@ pub fn scenario(dir: &Path, name: &str, body: &str) -> PathBuf {
     p
 }
 
+/// The smallest scenario that runs: one 1 s trial of one configuration
+/// on the virtual sink, named `name`, written into `dir`.
+pub fn one_trial_scenario(dir: &Path, name: &str) -> PathBuf {
+    scenario(
+        dir,
+        name,
+        &format!(
+            "name = \"{name}\"\ntrials = 1\nduration = \"1s\"\nwarmup = \"0s\"\n\
+             [audio]\ngenerate = {{ seconds = 1, rate = 8000, channels = 1 }}\nbackend = \"virtual\"\n\
+             [[config]]\nname = \"a\"\n"
+        ),
+    )
+}
+
 /// Processes whose command line contains `needle` (ours excluded).
 pub fn processes_mentioning(needle: &str) -> Vec<String> {
     let me = std::process::id().to_string();
