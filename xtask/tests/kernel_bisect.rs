@@ -22,10 +22,10 @@
 //! (2789 ms among the base kernel's 170–376 ms in a CI run; 1944 and
 //! 6226 ms in a quiet local suite), and the rule's tests are on ranks:
 //! such a trial weighs as one rank, but with a baseline of 4 it is a
-//! quarter of the baseline, and the culprit's trials, above the other
+//! quarter of the baseline, and the bad endpoint's trials, above the other
 //! three every time, reached p 0.129 (6 trials), never the level 0.032:
 //! the endpoint was undecided and the test failed. With 8 baseline trials
-//! the same outlier leaves p 0.024 at the 4th trial (level 0.022 for 8
+//! the same outlier leaves p 0.024 at the 4th trial (level 0.021 for 8
 //! looks of 8), 0.010 at the 6th. The threshold is 200 % (bad = three
 //! times the baseline's gap): at 100 % the bad reference, twice gaps of
 //! 84–278 ms, overlaps a good kernel's own gaps, and a simulation drawing
