@@ -227,9 +227,7 @@ impl Watched {
     /// on its own leaves the monitor punctual, so it still fails them; on
     /// a quiet machine there are no pauses to excuse anything.
     pub fn machine_pause_for(&self, e: &Underrun) -> Option<MachinePause> {
-        let widening_ms = e.queued_before_us.unwrap_or(0) as f64 / 1e3
-            + 2.0 * self.report.params.period_us as f64 / 1e3
-            + 2.0;
+        let widening_ms = self.widening_ms(e);
         let from_s = e.at_s - widening_ms / 1e3;
         let to_s = e.at_s + (e.gap_ms + widening_ms) / 1e3;
         self.pauses
@@ -238,6 +236,18 @@ impl Watched {
             .filter(|p| p.ms() + widening_ms >= e.gap_ms)
             .max_by(|a, b| a.ms().total_cmp(&b.ms()))
             .copied()
+    }
+
+    /// How long after the machine returns the stream takes to run again:
+    /// two periods (the server's next cycles) and 2 ms.
+    fn refill_ms(&self) -> f64 {
+        2.0 * self.report.params.period_us as f64 / 1e3 + 2.0
+    }
+
+    /// How far around event `e` a pause of the machine can have caused
+    /// it: the audio queued before it ran dry, and [`Watched::refill_ms`].
+    fn widening_ms(&self, e: &Underrun) -> f64 {
+        e.queued_before_us.unwrap_or(0) as f64 / 1e3 + self.refill_ms()
     }
 
     /// A pause of the machine of at least `tolerance_ms` that can have
@@ -253,8 +263,7 @@ impl Watched {
         tolerance_ms: f64,
     ) -> Option<MachinePause> {
         let (start_s, end_s) = (stall.at_s, stall.at_s + stall.actual_ms / 1e3);
-        let back_s =
-            e.at_s + (e.gap_ms + 2.0 * self.report.params.period_us as f64 / 1e3 + 2.0) / 1e3;
+        let back_s = e.at_s + (e.gap_ms + self.refill_ms()) / 1e3;
         self.pauses
             .iter()
             .filter(|p| p.ms() >= tolerance_ms)
@@ -332,9 +341,7 @@ impl Watched {
         if s.holds(e.at_s) || (e.at_s < s.at_s && e.at_s + e.gap_ms / 1e3 > s.at_s) {
             return true;
         }
-        let period_ms = self.report.params.period_us as f64 / 1e3;
-        let after_ms = e.queued_before_us.unwrap_or(0) as f64 / 1e3 + 2.0 * period_ms + 2.0;
-        (end_s..=end_s + after_ms / 1e3).contains(&e.at_s)
+        (end_s..=end_s + self.widening_ms(e) / 1e3).contains(&e.at_s)
             && self.pause_disturbing(s, e, 5.0).is_some()
     }
 
