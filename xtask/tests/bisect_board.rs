@@ -4,9 +4,9 @@
 //!
 //! A throwaway git repository plays the kernel tree. Each commit holds
 //! what its deploy command (`deploy.sh`, the same at every commit) puts
-//! on the board: `stall` (1: the board's player is stopped for 300 ms
-//! every 600 ms — a task the kernel does not run, as a scheduler
-//! regression would do — so its 100 ms buffer runs dry), `kernel` (the
+//! on the board: `stall` (1: the board's player is stopped for 600 ms
+//! after every 200 ms it runs — a task the kernel does not run, as a
+//! scheduler regression would do — so its 300 ms buffer runs dry), `kernel` (the
 //! string `expect_kernel` prints: this machine's release, or another one)
 //! and `mode` (`broken`: the commit does not build, exit 125;
 //! `unreachable`: the first deploy powers the board off, the next one on).
@@ -135,7 +135,7 @@ impl Lab {
             format!(
                 "name = \"board-bisect\"\ntrials = 5\nduration = \"1s\"\nwarmup = \"200ms\"\n\
                  [audio]\ngenerate = {{ seconds = 1, rate = 48000, channels = 2 }}\n\
-                 backend = \"virtual\"\nbuffer_time = \"100ms\"\nperiod_time = \"25ms\"\n\
+                 backend = \"virtual\"\nbuffer_time = \"300ms\"\nperiod_time = \"50ms\"\n\
                  priority = \"fifo:80\"\n\
                  [[config]]\nname = \"player\"\nsysctl = {{ \"{RR}\" = {new} }}\n{table}"
             ),

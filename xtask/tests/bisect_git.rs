@@ -1,8 +1,8 @@
 //! `git bisect run` drives `cargo xtask bisect` for real: a throwaway git
 //! repository whose history changes the player build (the `--bin-dir` of
-//! each commit): from one commit on, the player is stopped for 300 ms every
-//! 600 ms — a task the kernel does not run for 300 ms, as a scheduler
-//! regression would do — so its 100 ms buffer runs dry; harmless commits
+//! each commit): from one commit on, the player is stopped for 600 ms
+//! after every 200 ms it runs — a task the kernel does not run for 600 ms,
+//! as a scheduler regression would do — so its 300 ms buffer runs dry; harmless commits
 //! surround it, and the scenario never changes. Bisect must name that
 //! commit. Short trials keep it to about a minute. Beside it: a baseline of
 //! another scenario aborts the bisection, usage errors abort, and commits
@@ -24,8 +24,8 @@ warmup = "500ms"
 [audio]
 generate = { tone_hz = 440, seconds = 2, rate = 48000, channels = 2, format = "S16_LE" }
 backend = "virtual"
-buffer_time = "100ms"
-period_time = "25ms"
+buffer_time = "300ms"
+period_time = "50ms"
 priority = "fifo:80"
 
 [load]
@@ -36,7 +36,7 @@ name = "player"
 "#;
 
 /// The board binaries of a commit: the real ones, or (`stalls`) a player
-/// that is stopped for 300 ms every 600 ms while it plays
+/// that is stopped for 600 ms after every 200 ms it plays
 /// ([`support::stopped_player_script`]).
 fn builds(repo: &Path, real: &Path, stalls: bool) {
     let bin = repo.join("bin");

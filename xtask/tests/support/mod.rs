@@ -204,21 +204,25 @@ pub fn write_script(path: &Path, body: &str) {
 }
 
 /// The regression the bisect tests inject: `player` (a quoted path)
-/// started with the script's arguments and stopped (SIGSTOP) for 300 ms
-/// every 600 ms while it plays — a task the kernel does not run, as a
-/// scheduler regression would do. The scenarios give it a 100 ms buffer,
-/// so each stop is an underrun of about 200 ms, while a pause of the
-/// machine itself (a VM's vCPU taken away by the hypervisor for tens of
-/// ms, traced on these machines) stays far inside the buffer: a good
-/// commit's trials stay clean by a margin of 75 ms, not 15.
+/// started with the script's arguments and stopped (SIGSTOP) for 600 ms
+/// after every 200 ms it runs — a task the kernel does not run, as a
+/// scheduler regression would do. The scenarios give it a 300 ms buffer
+/// (50 ms periods), so each stop is an underrun of at least 300 ms, while
+/// a pause of the machine itself stays inside the buffer: this kind of VM,
+/// with both CPUs saturated (60 busy loops beside the suite), has its
+/// vCPUs taken away in slices of 100 ms (the FIFO 99 monitor sees pauses
+/// of exactly 100 ms, one at a time), and only a pause of more than
+/// 250 ms could dry a buffer refilled every 50 ms. With the 100 ms buffer
+/// these tests had before, each such slice was an underrun, and a good
+/// commit with one stray trial in eight could not be shown good.
 pub fn stopped_player_script(player: &str) -> String {
     format!(
         r#"{player} "$@" &
 player=$!
 (
-    while sleep 0.3; do
+    while sleep 0.2; do
         kill -STOP "$player" 2>/dev/null || exit 0
-        sleep 0.3
+        sleep 0.6
         kill -CONT "$player" 2>/dev/null || exit 0
     done
 ) &
