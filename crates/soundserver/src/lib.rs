@@ -356,6 +356,9 @@ impl Drop for JackServer {
         if let Some(mut child) = self.child.take() {
             // SIGTERM lets jackd remove its sockets under /dev/shm; SIGKILL
             // only if it does not go in time.
+            // SAFETY: kill(2) takes two integers and touches none of our
+            // memory; the pid is our own child's, not yet reaped, so it
+            // cannot name another process.
             unsafe {
                 libc::kill(child.id() as libc::pid_t, libc::SIGTERM);
             }

@@ -91,7 +91,7 @@ impl TestBoard {
         board.write("authorized_keys", &client)?;
         // sshd (as root) wants its privilege-separation directory, which
         // the package's service would create.
-        if unsafe { libc::geteuid() } == 0 {
+        if running_as_root() {
             let _ = std::fs::create_dir_all("/run/sshd");
         }
         // A port found free may be taken before sshd binds it: try another.
@@ -411,9 +411,16 @@ fn free_port() -> std::io::Result<u16> {
         .port())
 }
 
+/// Whether the tests run as root (effective uid 0).
+fn running_as_root() -> bool {
+    // SAFETY: geteuid(2) takes no arguments, touches no memory and cannot
+    // fail.
+    unsafe { libc::geteuid() == 0 }
+}
+
 /// The user the tests run as (who the board lets in).
 fn current_user() -> String {
-    if unsafe { libc::geteuid() } == 0 {
+    if running_as_root() {
         return "root".into();
     }
     std::env::var("USER")
