@@ -17,7 +17,7 @@ use std::process::{Child, Command, ExitCode, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
-use xrunbench_schema::monitor::{MachinePause as Pause, MonitorReport};
+use xrunbench_schema::monitor::{MachinePause as Pause, MonitorAlone, MonitorReport};
 use xrunbench_schema::player::PlayerReport;
 use xrunbench_schema::trial::{PlayerArgs, ToneSpec};
 use xrunbench_schema::{Backend, Priority, SampleFormat};
@@ -34,9 +34,9 @@ pub struct SoakArgs {
     /// hackbench groups of the load (`-g`); 0: no load.
     #[arg(long, default_value_t = 4)]
     pub groups: u32,
-    /// Use xrun-player and xrun-hackbench from DIR instead of building them.
-    #[arg(long, value_name = "DIR")]
-    pub bin_dir: Option<PathBuf>,
+    /// `--bin-dir`: prebuilt board binaries.
+    #[command(flatten)]
+    pub bins: crate::target::binaries::BinDirArg,
 }
 
 /// How far a reported gap may be from the stall that caused it, ms.
@@ -50,15 +50,14 @@ const PERIOD_US: u32 = 5_000;
 
 /// The one CPU the player is pinned to: the last this process may use.
 ///
-/// Why pinned: unpinned, when the hypervisor time-sliced this VM's two
-/// vCPUs on one host CPU (3 ms each, in turn), the writer, woken on time,
-/// was runnable for 36 ms without running: each monitor thread (FIFO 99)
-/// ran first on its vCPU's turn and, the writer being queued behind it,
-/// pushed the writer (FIFO 80) to the other CPU, whose current task was
-/// of lower priority — and whose vCPU was just then away. Thirteen
-/// migrations, no monitor wake-up 10 ms late, a 21.7 ms underrun (ftrace,
-/// 2026-12-03). Pinned, the writer runs on every turn its CPU gets, and
-/// whatever keeps it from running keeps that CPU's monitor thread too.
+/// Why pinned: a FIFO 80 writer that may run anywhere is pushed by the
+/// real-time balancer to whichever CPU runs a lower-priority task — also
+/// when that CPU is a vCPU the hypervisor has just taken away. Then the
+/// writer waits without any monitor thread being late, and its underrun
+/// looks like the player's own (a trace showed 13 such migrations and a
+/// 21.7 ms underrun with no monitor wake-up 10 ms late). Pinned, the
+/// writer runs on every turn its CPU gets, and whatever keeps it from
+/// running keeps that CPU's monitor thread too, so the monitor explains it.
 fn player_cpu() -> usize {
     xrunbench_trial::fingerprint::allowed_cpus()
         .last()
@@ -340,7 +339,7 @@ pub fn run(args: &SoakArgs) -> Result<ExitCode> {
         );
         return Ok(ExitCode::from(2));
     }
-    let bins = match &args.bin_dir {
+    let bins = match &args.bins.bin_dir {
         Some(d) => d.clone(),
         None => crate::target::binaries::host_build(&[])?,
     };
@@ -438,13 +437,14 @@ fn spawn_monitor(bins: &Path, seconds: f64, json: &Path, scratch: &Path) -> Resu
     let log = scratch.join("monitor.log");
     let err = std::fs::File::create(&log).with_context(|| format!("creating {}", log.display()))?;
     let bin = bins.join("xrun-trial");
+    let ask = MonitorAlone {
+        duration_s: (seconds.ceil() + MONITOR_SLACK_S) as u64,
+        interval_us: MONITOR_INTERVAL_US,
+        threshold_us: MONITOR_THRESHOLD_US,
+        ..MonitorAlone::default()
+    };
     let child = Command::new(&bin)
-        .args(["monitor", "--duration"])
-        .arg(format!("{:.0}", seconds.ceil() + MONITOR_SLACK_S))
-        .arg("--interval-us")
-        .arg(MONITOR_INTERVAL_US.to_string())
-        .arg("--threshold-us")
-        .arg(MONITOR_THRESHOLD_US.to_string())
+        .args(ask.to_args())
         .stdin(Stdio::null())
         .stdout(out)
         .stderr(err)

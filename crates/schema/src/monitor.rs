@@ -76,6 +76,71 @@ impl Default for MonitorSpec {
     }
 }
 
+/// `xrun-trial monitor`: the latency monitor alone, as cyclictest, for
+/// `duration_s` seconds. Its command line has this one home: the host
+/// builds it with [`MonitorAlone::to_args`] and `xrun-trial` parses it back
+/// into this type (its parser's round-trip test holds the two together).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MonitorAlone {
+    /// `--duration`: seconds to measure (default 30).
+    pub duration_s: u64,
+    /// `--cpus`: CPUs to measure (default: every CPU it may use).
+    pub cpus: Option<CpuList>,
+    /// `--priority`: SCHED_FIFO priority, 1–99 (default 99).
+    pub priority: u8,
+    /// `--interval-us`: interval, 100–1 000 000 µs (default 1000).
+    pub interval_us: u32,
+    /// `--threshold-us`: spike threshold, µs (default 1000).
+    pub threshold_us: u32,
+    /// `--pm-qos-us`: hold /dev/cpu_dma_latency at this many µs meanwhile.
+    pub pm_qos_us: Option<u32>,
+}
+
+impl Default for MonitorAlone {
+    /// cyclictest's defaults, as a trial's monitor has them.
+    fn default() -> Self {
+        MonitorAlone {
+            duration_s: 30,
+            cpus: None,
+            priority: default_priority(),
+            interval_us: default_interval_us(),
+            threshold_us: default_threshold_us(),
+            pm_qos_us: None,
+        }
+    }
+}
+
+impl MonitorAlone {
+    /// The command line after the program: `monitor --duration 30 …`,
+    /// every option spelled out.
+    pub fn to_args(&self) -> Vec<String> {
+        let mut args: Vec<String> = vec!["monitor".into()];
+        let mut opt = |name: &str, value: String| args.extend([format!("--{name}"), value]);
+        opt("duration", self.duration_s.to_string());
+        if let Some(cpus) = &self.cpus {
+            opt("cpus", cpus.to_string());
+        }
+        opt("priority", self.priority.to_string());
+        opt("interval-us", self.interval_us.to_string());
+        opt("threshold-us", self.threshold_us.to_string());
+        if let Some(us) = self.pm_qos_us {
+            opt("pm-qos-us", us.to_string());
+        }
+        args
+    }
+
+    /// The monitor it runs: a trial's monitor without the trace.
+    pub fn spec(&self) -> MonitorSpec {
+        MonitorSpec {
+            cpus: self.cpus.clone(),
+            priority: self.priority,
+            interval_us: self.interval_us,
+            threshold_us: self.threshold_us,
+            ..MonitorSpec::default()
+        }
+    }
+}
+
 /// What the monitor measured during one trial.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]

@@ -2,15 +2,17 @@
 //!
 //! Not clap, which the host tools use: `xrun-trial` is a board binary with
 //! a 1 MB budget, and clap's builder was a seventh of it (measured; see the
-//! README's board sizes) — ripgrep 14 left clap for its own parser for the
-//! same kind of reason. The grammar is small, so the parser is too: global
-//! options anywhere, one command, its options and operands; `--opt VALUE`
-//! and `--opt=VALUE`; `--` ends the options. Every error is one line that
-//! names the argument and what was expected; help and version go to stdout.
+//! board sizes in docs/boards-and-lab.md) — ripgrep 14 left clap for its
+//! own parser for the same kind of reason. The grammar is small, so the
+//! parser is too: global options anywhere, one command, its options and
+//! operands; `--opt VALUE` and `--opt=VALUE`; `--` ends the options. Every
+//! error is one line that names the argument and what was expected; help
+//! and version go to stdout.
 
 use std::ffi::OsString;
 use std::path::PathBuf;
 
+use xrunbench_schema::monitor::MonitorAlone;
 use xrunbench_schema::CpuList;
 
 /// What the command line asks for.
@@ -37,20 +39,7 @@ pub enum Command {
     /// `restore`.
     Restore,
     /// `monitor [--duration S] [--cpus L] …`.
-    Monitor {
-        /// Seconds.
-        duration: u64,
-        /// CPUs (default: all this process may use).
-        cpus: Option<CpuList>,
-        /// SCHED_FIFO priority, 1–99.
-        priority: u8,
-        /// Interval, µs.
-        interval_us: u32,
-        /// Spike threshold, µs.
-        threshold_us: u32,
-        /// Hold /dev/cpu_dma_latency at this many µs.
-        pm_qos_us: Option<u32>,
-    },
+    Monitor(MonitorAlone),
     /// `probe`.
     Probe,
     /// `check [SPEC…] [--read-only] [--json]`.
@@ -398,23 +387,26 @@ impl Given {
             },
             "restore" => Command::Restore,
             "probe" => Command::Probe,
-            "monitor" => Command::Monitor {
-                duration: self.number("duration", 0, u64::MAX, 30)?,
-                cpus: self
-                    .text("cpus")?
-                    .map(|t| {
-                        t.parse::<CpuList>()
-                            .map_err(|e| CliError(format!("--cpus: {e}")))
-                    })
-                    .transpose()?,
-                priority: self.number("priority", 1, 99, 99)?,
-                interval_us: self.number("interval-us", 100, 1_000_000, 1000)?,
-                threshold_us: self.number("threshold-us", 1, u32::MAX, 1000)?,
-                pm_qos_us: match self.text("pm-qos-us")? {
-                    Some(_) => Some(self.number("pm-qos-us", 0, u32::MAX, 0)?),
-                    None => None,
-                },
-            },
+            "monitor" => {
+                let d = MonitorAlone::default();
+                Command::Monitor(MonitorAlone {
+                    duration_s: self.number("duration", 0, u64::MAX, d.duration_s)?,
+                    cpus: self
+                        .text("cpus")?
+                        .map(|t| {
+                            t.parse::<CpuList>()
+                                .map_err(|e| CliError(format!("--cpus: {e}")))
+                        })
+                        .transpose()?,
+                    priority: self.number("priority", 1, 99, d.priority)?,
+                    interval_us: self.number("interval-us", 100, 1_000_000, d.interval_us)?,
+                    threshold_us: self.number("threshold-us", 1, u32::MAX, d.threshold_us)?,
+                    pm_qos_us: match self.text("pm-qos-us")? {
+                        Some(_) => Some(self.number("pm-qos-us", 0, u32::MAX, 0)?),
+                        None => None,
+                    },
+                })
+            }
             "check" => Command::Check {
                 specs: match self.operands_as_paths() {
                     v if v.is_empty() => vec![PathBuf::from("-")],
@@ -637,19 +629,13 @@ mod tests {
     #[test]
     fn monitor_numbers_have_cyclictests_defaults_and_ranges() {
         match cli(&["monitor"]).command {
-            Command::Monitor {
-                duration,
-                cpus,
-                priority,
-                interval_us,
-                threshold_us,
-                pm_qos_us,
-            } => {
+            Command::Monitor(m) => {
                 assert_eq!(
-                    (duration, priority, interval_us, threshold_us),
+                    (m.duration_s, m.priority, m.interval_us, m.threshold_us),
                     (30, 99, 1000, 1000)
                 );
-                assert!(cpus.is_none() && pm_qos_us.is_none());
+                assert!(m.cpus.is_none() && m.pm_qos_us.is_none());
+                assert_eq!(m, MonitorAlone::default());
             }
             _ => panic!("not monitor"),
         }
@@ -663,14 +649,9 @@ mod tests {
         ])
         .command
         {
-            Command::Monitor {
-                cpus,
-                pm_qos_us,
-                priority,
-                ..
-            } => {
-                assert_eq!(cpus.unwrap().cpus(), vec![0, 1]);
-                assert_eq!((pm_qos_us, priority), (Some(0), 50));
+            Command::Monitor(m) => {
+                assert_eq!(m.cpus.unwrap().cpus(), vec![0, 1]);
+                assert_eq!((m.pm_qos_us, m.priority), (Some(0), 50));
             }
             _ => panic!("not monitor"),
         }
@@ -683,6 +664,31 @@ mod tests {
             "--interval-us: '50' is not a whole number in 100..=1000000"
         );
         assert!(error(&["monitor", "--cpus", "x"]).starts_with("--cpus: "));
+    }
+
+    /// The host builds `xrun-trial monitor`'s command line with
+    /// `MonitorAlone::to_args`: this parser reads back exactly what it wrote.
+    #[test]
+    fn the_hosts_monitor_command_line_parses_back_to_itself() {
+        let asks = [
+            MonitorAlone::default(),
+            MonitorAlone {
+                duration_s: 7,
+                cpus: Some("0,2-3".parse().unwrap()),
+                priority: 1,
+                interval_us: 100,
+                threshold_us: 20_000,
+                pm_qos_us: Some(0),
+            },
+        ];
+        for ask in asks {
+            let args = ask.to_args();
+            let words: Vec<&str> = args.iter().map(String::as_str).collect();
+            match cli(&words).command {
+                Command::Monitor(m) => assert_eq!(m, ask, "{args:?}"),
+                _ => panic!("not monitor: {args:?}"),
+            }
+        }
     }
 
     #[test]

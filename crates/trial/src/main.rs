@@ -49,22 +49,8 @@ fn dispatch(cli: Cli) -> Result<u8> {
             trace,
         } => run_one(&spec, monitor, trace, RunOptions { machine, bin_dir }),
         Command::Restore => restore(&machine),
-        Command::Monitor {
-            duration,
-            cpus,
-            priority,
-            interval_us,
-            threshold_us,
-            pm_qos_us,
-        } => {
-            let spec = xrunbench_schema::monitor::MonitorSpec {
-                cpus,
-                priority,
-                interval_us,
-                threshold_us,
-                ..Default::default()
-            };
-            monitor_alone(&machine, &spec, duration, pm_qos_us)
+        Command::Monitor(ask) => {
+            monitor_alone(&machine, &ask.spec(), ask.duration_s, ask.pm_qos_us)
         }
         Command::Probe => {
             let p = probe::probe(&machine, &bin_dir);

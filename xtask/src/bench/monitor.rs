@@ -22,7 +22,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
-use xrunbench_schema::monitor::MonitorReport;
+use xrunbench_schema::monitor::{MonitorAlone, MonitorReport};
 
 use super::stats::median;
 use crate::util;
@@ -179,9 +179,14 @@ fn cpu_list(threads: usize) -> String {
 }
 
 fn run_ours(bin: &Path, secs: u64, threads: usize) -> Result<Figures> {
+    let ask = MonitorAlone {
+        duration_s: secs,
+        cpus: Some(cpu_list(threads).parse()?),
+        pm_qos_us: Some(0),
+        ..MonitorAlone::default()
+    };
     let out = Command::new(bin)
-        .args(["monitor", "--duration", &secs.to_string()])
-        .args(["--cpus", &cpu_list(threads), "--pm-qos-us", "0"])
+        .args(ask.to_args())
         .output()
         .with_context(|| format!("running {}", bin.display()))?;
     if !out.status.success() {
