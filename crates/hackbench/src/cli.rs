@@ -638,4 +638,53 @@ mod tests {
         );
         assert_eq!(msg(&["--json="]), "hb: --json requires a file name or -");
     }
+
+    /// A trial's load is started with the schema's `HackbenchArgs::to_args`:
+    /// this parser reads back every parameter it wrote, the backstop and
+    /// the report's path.
+    #[test]
+    fn the_trials_command_line_parses_back_to_its_parameters() {
+        use xrunbench_schema::trial::{HackbenchArgs, HackbenchMode, HackbenchTransport};
+        let asks = [
+            HackbenchArgs::default(),
+            HackbenchArgs {
+                groups: 6,
+                fds: 3,
+                loops: 2000,
+                datasize: 512,
+                mode: HackbenchMode::Thread,
+                transport: HackbenchTransport::Pipe,
+            },
+            HackbenchArgs {
+                transport: HackbenchTransport::Inet,
+                ..HackbenchArgs::default()
+            },
+        ];
+        let json = std::path::Path::new("/dev/shm/load.json");
+        for ask in asks {
+            let args = ask.to_args(75, json);
+            let Ok(Command::Run(o)) = parse("hb", &args) else {
+                panic!("{args:?} does not parse as a run");
+            };
+            let p = &o.params;
+            assert_eq!(
+                (p.groups, p.fds, p.loops, p.datasize),
+                (ask.groups, ask.fds, ask.loops, ask.datasize),
+                "{args:?}"
+            );
+            let mode = match ask.mode {
+                HackbenchMode::Process => Mode::Process,
+                HackbenchMode::Thread => Mode::Thread,
+            };
+            let transport = match ask.transport {
+                HackbenchTransport::Socket => Transport::Socket,
+                HackbenchTransport::Pipe => Transport::Pipe,
+                HackbenchTransport::Inet => Transport::Inet,
+            };
+            assert_eq!((p.mode, p.transport, p.fifo), (mode, transport, false));
+            assert_eq!(o.duration, Some(Duration::from_secs(75)), "{args:?}");
+            assert_eq!(o.json, Some(JsonTarget::File(json.to_path_buf())));
+            assert_eq!(o.repeat, None);
+        }
+    }
 }

@@ -254,7 +254,8 @@ impl Row {
     }
 }
 
-/// The header, the rows and the legend, ready to paste into the README.
+/// The header, the rows and the legend, ready to paste into
+/// docs/measurements/benchmarks.md.
 fn print_table(rows: &[Row], reference: &Path, plan: Plan, load_before: &str) {
     let fp = fingerprint::collect();
     println!(
