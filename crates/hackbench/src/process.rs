@@ -210,7 +210,7 @@ struct Children {
 /// copy-on-write with the parent fault — about ten page faults per worker,
 /// all before the worker can be reaped, so inside the timed window. Ending
 /// with `_exit` instead made a default `-p` round about 5 % shorter than
-/// rt-tests' (README, "Differences from rt-tests").
+/// rt-tests' (docs/hackbench.md, "Differences from rt-tests").
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum WorkerExit {
     /// exit(3), as rt-tests' workers end.
