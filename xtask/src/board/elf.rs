@@ -2,11 +2,15 @@
 //! its ELF `.gnu.version_r` section (e.g. `GLIBC_2.34` from `libc.so.6`).
 //! The highest `GLIBC_x.y` there is the oldest glibc the binary runs on.
 //!
-//! A small reader for little-endian ELF32 and ELF64 (armv7, aarch64,
-//! x86_64), so that no binutils of the right architecture is needed.
+//! Read with the `object` crate, for little-endian ELF32 and ELF64
+//! (armv7, aarch64, x86_64), so that no binutils of the right architecture
+//! is needed.
 
 use std::fmt;
 use std::str::FromStr;
+
+use object::read::elf::FileHeader;
+use object::LittleEndian;
 
 /// Why a file's version needs could not be read.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -16,7 +20,7 @@ pub enum ElfError {
     NotElf,
     /// A header, section or string points outside the file.
     #[error("truncated or corrupt ELF file ({0})")]
-    Corrupt(&'static str),
+    Corrupt(String),
 }
 
 /// The versions a binary needs from one shared library.
@@ -79,152 +83,44 @@ pub fn min_glibc(needs: &[VersionNeed]) -> Option<GlibcVersion> {
         .max()
 }
 
-const SHT_GNU_VERNEED: u32 = 0x6fff_fffe;
-
-/// Little-endian reads that fail instead of panicking.
-struct Bytes<'a>(&'a [u8]);
-
-impl Bytes<'_> {
-    fn slice(&self, at: u64, len: u64, what: &'static str) -> Result<&[u8], ElfError> {
-        let start = usize::try_from(at).map_err(|_| ElfError::Corrupt(what))?;
-        let len = usize::try_from(len).map_err(|_| ElfError::Corrupt(what))?;
-        let end = start.checked_add(len).ok_or(ElfError::Corrupt(what))?;
-        self.0.get(start..end).ok_or(ElfError::Corrupt(what))
-    }
-
-    fn u16(&self, at: u64, what: &'static str) -> Result<u16, ElfError> {
-        let b = self.slice(at, 2, what)?;
-        Ok(u16::from_le_bytes([b[0], b[1]]))
-    }
-
-    fn u32(&self, at: u64, what: &'static str) -> Result<u32, ElfError> {
-        let b = self.slice(at, 4, what)?;
-        Ok(u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
-    }
-
-    fn u64(&self, at: u64, what: &'static str) -> Result<u64, ElfError> {
-        let b = self.slice(at, 8, what)?;
-        let mut a = [0; 8];
-        a.copy_from_slice(b);
-        Ok(u64::from_le_bytes(a))
-    }
-
-    /// A word of the file's class: 8 bytes in ELF64, 4 in ELF32.
-    fn word(&self, wide: bool, at: u64, what: &'static str) -> Result<u64, ElfError> {
-        if wide {
-            self.u64(at, what)
-        } else {
-            self.u32(at, what).map(u64::from)
-        }
-    }
-
-    /// The NUL-terminated string at `at`.
-    fn cstr(&self, at: u64) -> Result<String, ElfError> {
-        let start = usize::try_from(at).map_err(|_| ElfError::Corrupt("string"))?;
-        let tail = self.0.get(start..).ok_or(ElfError::Corrupt("string"))?;
-        let len = tail
-            .iter()
-            .position(|&b| b == 0)
-            .ok_or(ElfError::Corrupt("string"))?;
-        Ok(String::from_utf8_lossy(&tail[..len]).into_owned())
-    }
-}
-
-/// One section header: what we need of it.
-struct Section {
-    kind: u32,
-    offset: u64,
-    size: u64,
-    link: u32,
-    info: u32,
-}
-
-fn sections(f: &Bytes, wide: bool) -> Result<Vec<Section>, ElfError> {
-    // e_shoff, e_shentsize, e_shnum (ELF64 / ELF32 offsets).
-    let (shoff, entsize, num) = if wide {
-        (
-            f.u64(0x28, "header")?,
-            f.u16(0x3a, "header")?,
-            f.u16(0x3c, "header")?,
-        )
-    } else {
-        let off = f.u32(0x20, "header")?;
-        (
-            u64::from(off),
-            f.u16(0x2e, "header")?,
-            f.u16(0x30, "header")?,
-        )
-    };
-    f.slice(
-        shoff,
-        u64::from(num) * u64::from(entsize),
-        "section header table",
-    )?;
-    (0..u64::from(num))
-        .map(|i| {
-            let at = shoff + i * u64::from(entsize);
-            // sh_type, sh_offset, sh_size, sh_link, sh_info.
-            let (offset, size, link, info) = if wide {
-                (at + 24, at + 32, at + 40, at + 44)
-            } else {
-                (at + 16, at + 20, at + 24, at + 28)
-            };
-            Ok(Section {
-                kind: f.u32(at + 4, "section header")?,
-                offset: f.word(wide, offset, "section header")?,
-                size: f.word(wide, size, "section header")?,
-                link: f.u32(link, "section header")?,
-                info: f.u32(info, "section header")?,
-            })
-        })
-        .collect()
-}
-
 /// The versions `elf` needs, per library, in file order.
 pub fn version_needs(elf: &[u8]) -> Result<Vec<VersionNeed>, ElfError> {
-    let f = Bytes(elf);
-    let ident = f.slice(0, 6, "header").map_err(|_| ElfError::NotElf)?;
+    // e_ident: the magic, the class (1: ELF32, 2: ELF64), the data
+    // encoding (1: little-endian).
+    let ident = elf.get(..6).ok_or(ElfError::NotElf)?;
     if &ident[..4] != b"\x7fELF" || ident[5] != 1 {
         return Err(ElfError::NotElf);
     }
-    let wide = match ident[4] {
-        1 => false,
-        2 => true,
-        _ => return Err(ElfError::NotElf),
+    match ident[4] {
+        1 => needs_of::<object::elf::FileHeader32<LittleEndian>>(elf),
+        2 => needs_of::<object::elf::FileHeader64<LittleEndian>>(elf),
+        _ => Err(ElfError::NotElf),
+    }
+}
+
+/// [`version_needs`] of a file of the class `Elf`.
+fn needs_of<Elf: FileHeader<Endian = LittleEndian>>(
+    data: &[u8],
+) -> Result<Vec<VersionNeed>, ElfError> {
+    let corrupt = |e: object::read::Error| ElfError::Corrupt(e.to_string());
+    let header = Elf::parse(data).map_err(corrupt)?;
+    let endian = header.endian().map_err(|_| ElfError::NotElf)?;
+    let sections = header.sections(endian, data).map_err(corrupt)?;
+    let Some((mut needs, strings_at)) = sections.gnu_verneed(endian, data).map_err(corrupt)? else {
+        return Ok(Vec::new());
     };
-    let sections = sections(&f, wide)?;
+    let strings = sections
+        .strings(endian, data, strings_at)
+        .map_err(corrupt)?;
+    let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
     let mut out = Vec::new();
-    for s in sections.iter().filter(|s| s.kind == SHT_GNU_VERNEED) {
-        let strtab = sections
-            .get(s.link as usize)
-            .ok_or(ElfError::Corrupt("verneed string table"))?;
-        let string = |off: u32| {
-            if u64::from(off) >= strtab.size {
-                return Err(ElfError::Corrupt("verneed string"));
-            }
-            f.cstr(strtab.offset + u64::from(off))
-        };
-        f.slice(s.offset, s.size, "verneed section")?;
-        let mut at = s.offset;
-        // sh_info: the number of Verneed entries.
-        for _ in 0..s.info {
-            // Verneed: vn_version u16, vn_cnt u16, vn_file, vn_aux, vn_next.
-            let count = f.u16(at + 2, "verneed")?;
-            let file = string(f.u32(at + 4, "verneed")?)?;
-            let mut aux = at + u64::from(f.u32(at + 8, "verneed")?);
-            let mut versions = Vec::new();
-            for _ in 0..count {
-                // Vernaux: hash, flags u16, other u16, name, next.
-                versions.push(string(f.u32(aux + 8, "vernaux")?)?);
-                aux += u64::from(f.u32(aux + 12, "vernaux")?);
-            }
-            out.push(VersionNeed { file, versions });
-            let next = f.u32(at + 12, "verneed")?;
-            if next == 0 {
-                break;
-            }
-            at += u64::from(next);
+    while let Some((need, mut auxes)) = needs.next().map_err(corrupt)? {
+        let file = text(need.file(endian, strings).map_err(corrupt)?);
+        let mut versions = Vec::new();
+        while let Some(aux) = auxes.next().map_err(corrupt)? {
+            versions.push(text(aux.name(endian, strings).map_err(corrupt)?));
         }
+        out.push(VersionNeed { file, versions });
     }
     Ok(out)
 }
@@ -270,23 +166,29 @@ mod tests {
         f[..4].copy_from_slice(b"\x7fELF");
         f[4] = if wide { 2 } else { 1 };
         f[5] = 1;
+        // EI_VERSION: EV_CURRENT, as every linker writes it.
+        f[6] = 1;
         if wide {
             f[0x28..0x30].copy_from_slice(&(shoff as u64).to_le_bytes());
             f[0x3a..0x3c].copy_from_slice(&(entsize as u16).to_le_bytes());
             f[0x3c..0x3e].copy_from_slice(&3u16.to_le_bytes());
+            f[0x3e..0x40].copy_from_slice(&1u16.to_le_bytes());
         } else {
             f[0x20..0x24].copy_from_slice(&(shoff as u32).to_le_bytes());
             f[0x2e..0x30].copy_from_slice(&(entsize as u16).to_le_bytes());
             f[0x30..0x32].copy_from_slice(&3u16.to_le_bytes());
+            f[0x32..0x34].copy_from_slice(&1u16.to_le_bytes());
         }
         f.extend_from_slice(&strtab);
         f.extend_from_slice(&verneed);
-        // Section 0: null; 1: .dynstr (SHT_STRTAB); 2: .gnu.version_r.
+        // Section 0: null; 1: .dynstr (SHT_STRTAB), also the section names'
+        // table (e_shstrndx: every name is its empty string at 0); 2:
+        // .gnu.version_r.
         let sections = [
             (0u32, 0usize, 0usize, 0u32, 0u32),
             (3, strtab_at, strtab.len(), 0, 0),
             (
-                SHT_GNU_VERNEED,
+                object::elf::SHT_GNU_VERNEED,
                 verneed_at,
                 verneed.len(),
                 1,
