@@ -140,33 +140,35 @@ fn host_busy() -> Option<String> {
     })
 }
 
-#[test]
-fn bisect_run_names_the_scheduler_commit_that_made_audio_worse_in_a_real_kernel() {
-    xrunbench_test_support::skip_if_cannot!(host_busy());
-    let tree = kernel_tree();
+/// Applies the series on a branch `series` made afresh from `lab-base`,
+/// after clearing what a killed run may have left; the series' eight
+/// commits, oldest first.
+fn apply_series(tree: &Path) -> Vec<String> {
     // What a run killed half-way may have left: an `am` or a bisection.
     for left in [&["am", "--abort"][..], &["bisect", "reset"][..]] {
-        let _ = Command::new("git").current_dir(&tree).args(left).output();
+        let _ = Command::new("git").current_dir(tree).args(left).output();
     }
     // The series on a branch of its own, from the base every time.
-    git_fixed(&tree, &["checkout", "-q", "-f", "-B", "series", "lab-base"]);
+    git_fixed(tree, &["checkout", "-q", "-f", "-B", "series", "lab-base"]);
     let mut am = vec!["am", "-q", "--committer-date-is-author-date"];
     let patches = series();
     let names: Vec<String> = patches.iter().map(|p| p.display().to_string()).collect();
     am.extend(names.iter().map(String::as_str));
-    git_fixed(&tree, &am);
-    let commits: Vec<String> = git_fixed(&tree, &["rev-list", "--reverse", "lab-base..series"])
+    git_fixed(tree, &am);
+    let commits: Vec<String> = git_fixed(tree, &["rev-list", "--reverse", "lab-base..series"])
         .lines()
         .map(str::to_string)
         .collect();
     assert_eq!(commits.len(), 8);
-    let broken = &commits[3];
-    let culprit = &commits[5];
-    // The scenario names the image: it must exist before the bisection
-    // (any commit's: every step builds its own).
+    commits
+}
+
+/// Builds the kernel image at the checked-out commit and checks that the
+/// build succeeded.
+fn build_image(tree: &Path) {
     let built = std::time::Instant::now();
     let make = Command::new("make")
-        .current_dir(&tree)
+        .current_dir(tree)
         .args(["-s", "-j2", "bzImage"])
         .output()
         .unwrap();
@@ -179,9 +181,12 @@ fn bisect_run_names_the_scheduler_commit_that_made_audio_worse_in_a_real_kernel(
         "make bzImage at the series' top: {:.0} s",
         built.elapsed().as_secs_f64()
     );
+}
 
-    let dir = tempfile::tempdir().unwrap();
-    let scenario = dir.path().join("kernel-series.toml");
+/// Writes the scenario (the player beside hackbench in a VM booting the
+/// tree's image with snd-dummy) into `dir`; its path.
+fn write_scenario(dir: &Path, tree: &Path) -> PathBuf {
+    let scenario = dir.join("kernel-series.toml");
     std::fs::write(
         &scenario,
         format!(
@@ -195,34 +200,13 @@ fn bisect_run_names_the_scheduler_commit_that_made_audio_worse_in_a_real_kernel(
         ),
     )
     .unwrap();
-    let results = dir.path().join("results");
-    let started = std::time::Instant::now();
-    let out = xtask()
-        .current_dir(&tree)
-        .arg("bisect-run")
-        .arg(&scenario)
-        .args(["--good", "lab-base", "--bad", "series"])
-        .args(["--deploy", "make -s -j2 bzImage || exit 125"])
-        .args(["--metric", "max-gap", "--threshold", "200"])
-        .args(["--baseline-trials", "8", "--max-trials", "8"])
-        .arg("--results-dir")
-        .arg(&results)
-        .arg("--bin-dir")
-        .arg(bin_dir())
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    eprintln!(
-        "{stdout}\nbisect-run took {:.0} s",
-        started.elapsed().as_secs_f64()
-    );
-    assert!(out.status.success(), "{stdout}\n{stderr}");
-    assert!(
-        stdout.contains(&format!("{culprit} is the first bad commit")),
-        "bisect did not name {culprit}:\n{stdout}\n{stderr}"
-    );
-    let report = find_named(&results, "report.txt");
+    scenario
+}
+
+/// Checks that the bisection's one report names `culprit` as the first bad
+/// commit and confirms it.
+fn assert_report_confirms(results: &Path, culprit: &str, stdout: &str) {
+    let report = find_named(results, "report.txt");
     assert_eq!(report.len(), 1, "{stdout}");
     let text = std::fs::read_to_string(&report[0]).unwrap();
     // The report names it by its abbreviated id (the report wraps its
@@ -237,7 +221,12 @@ fn bisect_run_names_the_scheduler_commit_that_made_audio_worse_in_a_real_kernel(
         "the report names {named}, not {culprit}: {text}"
     );
     assert!(text.contains("CONFIRMED: the culprit is worse"), "{text}");
-    let steps: Vec<serde_json::Value> = find_named(&results, "step.json")
+}
+
+/// Checks the bisection's steps: `broken` (which does not build) only ever
+/// a skip, and every measured step on the kernel built from its commit.
+fn assert_steps(results: &Path, broken: &str) {
+    let steps: Vec<serde_json::Value> = find_named(results, "step.json")
         .iter()
         .map(|p| serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap())
         .collect();
@@ -266,6 +255,50 @@ fn bisect_run_names_the_scheduler_commit_that_made_audio_worse_in_a_real_kernel(
             "{s:#}"
         );
     }
+}
+
+#[test]
+fn bisect_run_names_the_scheduler_commit_that_made_audio_worse_in_a_real_kernel() {
+    xrunbench_test_support::skip_if_cannot!(host_busy());
+    let tree = kernel_tree();
+    let commits = apply_series(&tree);
+    let broken = &commits[3];
+    let culprit = &commits[5];
+    // The scenario names the image: it must exist before the bisection
+    // (any commit's: every step builds its own).
+    build_image(&tree);
+
+    let dir = tempfile::tempdir().unwrap();
+    let scenario = write_scenario(dir.path(), &tree);
+    let results = dir.path().join("results");
+    let started = std::time::Instant::now();
+    let out = xtask()
+        .current_dir(&tree)
+        .arg("bisect-run")
+        .arg(&scenario)
+        .args(["--good", "lab-base", "--bad", "series"])
+        .args(["--deploy", "make -s -j2 bzImage || exit 125"])
+        .args(["--metric", "max-gap", "--threshold", "200"])
+        .args(["--baseline-trials", "8", "--max-trials", "8"])
+        .arg("--results-dir")
+        .arg(&results)
+        .arg("--bin-dir")
+        .arg(bin_dir())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    eprintln!(
+        "{stdout}\nbisect-run took {:.0} s",
+        started.elapsed().as_secs_f64()
+    );
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    assert!(
+        stdout.contains(&format!("{culprit} is the first bad commit")),
+        "bisect did not name {culprit}:\n{stdout}\n{stderr}"
+    );
+    assert_report_confirms(&results, culprit, &stdout);
+    assert_steps(&results, broken);
     // The tree is left as bisect-run found it: no bisection in progress.
     assert!(
         !tree.join(".git/BISECT_LOG").exists(),

@@ -3,9 +3,10 @@
 //! 127.0.0.1, a place acquired, an environment file whose target has an
 //! `ExternalPowerDriver` whose commands stop and start the test board's
 //! sshd. The board loses its power mid-trial; the runner runs
-//! `labgrid-client -p PLACE power cycle` (the README's recipe), the board
-//! comes back, the lost trial runs again and the run completes — with
-//! host keys checked all along (labgrid's own SSH would not check them).
+//! `labgrid-client -p PLACE power cycle` (docs/board-farms.md's recipe),
+//! the board comes back, the lost trial runs again and the run completes —
+//! with host keys checked all along (labgrid's own SSH would not check
+//! them).
 //!
 //! Needs root (the board's sshd); skipped otherwise.
 
@@ -19,6 +20,7 @@ use std::time::Instant;
 
 use lava_support::{cache_dir, checked, PYTHON};
 use ssh_support::*;
+use xrunbench_soundserver::TestBoard;
 
 /// The labgrid release the recipe was tested with.
 const LABGRID: &str = "labgrid==26.0.1";
@@ -116,29 +118,28 @@ impl Drop for SwitchedOn {
     }
 }
 
-#[test]
-fn labgrid_power_cycles_a_lost_board_and_the_trial_runs_again() {
-    xrunbench_test_support::skip_unless_root!();
-    let bin = labgrid_bin();
-    let dir = tempfile::tempdir().unwrap();
-    let mut board = board("");
-    let config = board.sshd_config();
-    let pid_file = config.with_file_name("sshd.pid");
-    // Declared after the board: on every way out it goes first, while the
-    // board's directory (and the pid file in it) still exists.
-    let switched_on = SwitchedOn(pid_file.clone());
+/// The power switch's two scripts and the log they append to.
+struct PowerSwitch {
+    log: PathBuf,
+    on: PathBuf,
+    off: PathBuf,
+}
 
+/// Writes the power switch into `dir`: "on" starts the board's sshd from
+/// `config`, "off" stops the sshd named in `pid_file`; each notes itself
+/// in the log.
+fn write_power_switch(dir: &Path, config: &Path, pid_file: &Path) -> PowerSwitch {
     // The power switch: labgrid runs these (no shell: `sh FILE`).
-    let power_log = dir.path().join("power.log");
-    let on = dir.path().join("power-on.sh");
-    let off = dir.path().join("power-off.sh");
+    let power_log = dir.join("power.log");
+    let on = dir.join("power-on.sh");
+    let off = dir.join("power-off.sh");
     std::fs::write(
         &on,
         format!(
             "echo on >> '{log}'\nexec /usr/sbin/sshd -f '{config}' -E '{sshd_log}'\n",
             log = power_log.display(),
             config = config.display(),
-            sshd_log = dir.path().join("sshd-on.log").display()
+            sshd_log = dir.join("sshd-on.log").display()
         ),
     )
     .unwrap();
@@ -152,6 +153,95 @@ fn labgrid_power_cycles_a_lost_board_and_the_trial_runs_again() {
         ),
     )
     .unwrap();
+    PowerSwitch {
+        log: power_log,
+        on,
+        off,
+    }
+}
+
+/// Writes labgrid's environment file into `dir`: a target on `place` whose
+/// `ExternalPowerDriver` runs the switch's scripts; its path.
+fn write_env(dir: &Path, place: &str, switch: &PowerSwitch) -> PathBuf {
+    let env = dir.join("env.yaml");
+    std::fs::write(
+        &env,
+        format!(
+            "targets:\n  board:\n    resources:\n      RemotePlace:\n        name: {place}\n    \
+             drivers:\n      ExternalPowerDriver:\n        cmd_on: \"sh {on}\"\n        \
+             cmd_off: \"sh {off}\"\n        delay: 1.0\n",
+            on = switch.on.display(),
+            off = switch.off.display()
+        ),
+    )
+    .unwrap();
+    env
+}
+
+/// Writes the scenario into `dir`: two trials on `board`, with one retry
+/// and `power_cycle` as its hook; its path.
+fn write_scenario(dir: &Path, board: &TestBoard, power_cycle: &str) -> PathBuf {
+    let workdir = dir.join("board-workdir");
+    support::scenario(
+        dir,
+        "cycle",
+        &format!(
+            "name = \"cycle\"\ntrials = 2\nduration = \"4s\"\nwarmup = \"200ms\"\n\
+             [audio]\ngenerate = {{ seconds = 1, rate = 8000, channels = 1 }}\nbackend = \"virtual\"\n\
+             [[config]]\nname = \"a\"\n{}",
+            board.target_table(
+                &["ServerAliveInterval=1", "ServerAliveCountMax=3"],
+                &format!(
+                    "workdir = {}\nretries = 1\nreconnect_timeout = \"30s\"\npower_cycle = {}",
+                    toml_string(&workdir.display().to_string()),
+                    toml_string(power_cycle)
+                ),
+            )
+        ),
+    )
+}
+
+/// Checks what the run left after the power went: the hook ran labgrid's
+/// power cycle (off, then on), the lost trial ran again, the run completed,
+/// and host keys were checked throughout.
+fn assert_power_cycled_and_retried(err: &str, power_log: &Path, res: &Path) {
+    assert!(err.contains("power_cycle hook: LG_COORDINATOR="), "{err}");
+    assert!(err.contains("power-cycled ssh"), "{err}");
+    assert!(err.contains("running it again (retry 1 of 1)"), "{err}");
+    assert_eq!(
+        std::fs::read_to_string(power_log).unwrap(),
+        "off\non\n",
+        "labgrid's ExternalPowerDriver ran off, then on"
+    );
+    let run = run_dir(res);
+    assert_eq!(
+        trial_files(&run),
+        ["a-1.json", "a-1.lost.json", "a-2.json"],
+        "{err}"
+    );
+    let hooks = std::fs::read_to_string(run.join("hooks.log")).unwrap();
+    assert!(hooks.contains("== power_cycle hook succeeded"), "{hooks}");
+    assert_eq!(
+        json(&run.join("run.json"))["outcome"]["status"],
+        "completed"
+    );
+    // Our ssh kept checking the board's key (labgrid's own would not).
+    assert!(!err.contains("StrictHostKeyChecking=no"), "{err}");
+}
+
+#[test]
+fn labgrid_power_cycles_a_lost_board_and_the_trial_runs_again() {
+    xrunbench_test_support::skip_unless_root!();
+    let bin = labgrid_bin();
+    let dir = tempfile::tempdir().unwrap();
+    let mut board = board("");
+    let config = board.sshd_config();
+    let pid_file = config.with_file_name("sshd.pid");
+    // Declared after the board: on every way out it goes first, while the
+    // board's directory (and the pid file in it) still exists.
+    let switched_on = SwitchedOn(pid_file.clone());
+
+    let switch = write_power_switch(dir.path(), &config, &pid_file);
     let coordinator = Coordinator::start(&bin, dir.path());
     let place = format!("xrunbench-{}", std::process::id());
     let client = |args: &[&str]| {
@@ -164,18 +254,7 @@ fn labgrid_power_cycles_a_lost_board_and_the_trial_runs_again() {
     };
     client(&["create"]);
     client(&["acquire"]);
-    let env = dir.path().join("env.yaml");
-    std::fs::write(
-        &env,
-        format!(
-            "targets:\n  board:\n    resources:\n      RemotePlace:\n        name: {place}\n    \
-             drivers:\n      ExternalPowerDriver:\n        cmd_on: \"sh {on}\"\n        \
-             cmd_off: \"sh {off}\"\n        delay: 1.0\n",
-            on = on.display(),
-            off = off.display()
-        ),
-    )
-    .unwrap();
+    let env = write_env(dir.path(), &place, &switch);
 
     // The recipe: power_cycle = "labgrid-client -p PLACE power cycle".
     let power_cycle = format!(
@@ -184,24 +263,7 @@ fn labgrid_power_cycles_a_lost_board_and_the_trial_runs_again() {
         bin.join("labgrid-client").display(),
         env.display()
     );
-    let workdir = dir.path().join("board-workdir");
-    let scenario = support::scenario(
-        dir.path(),
-        "cycle",
-        &format!(
-            "name = \"cycle\"\ntrials = 2\nduration = \"4s\"\nwarmup = \"200ms\"\n\
-             [audio]\ngenerate = {{ seconds = 1, rate = 8000, channels = 1 }}\nbackend = \"virtual\"\n\
-             [[config]]\nname = \"a\"\n{}",
-            board.target_table(
-                &["ServerAliveInterval=1", "ServerAliveCountMax=3"],
-                &format!(
-                    "workdir = {}\nretries = 1\nreconnect_timeout = \"30s\"\npower_cycle = {}",
-                    toml_string(&workdir.display().to_string()),
-                    toml_string(&power_cycle)
-                ),
-            )
-        ),
-    );
+    let scenario = write_scenario(dir.path(), &board, &power_cycle);
     let res = dir.path().join("results");
     let mut x = Xtask::spawn(
         &[
@@ -230,28 +292,7 @@ fn labgrid_power_cycles_a_lost_board_and_the_trial_runs_again() {
     // the hook the board never comes back, and the run fails after its
     // reconnect_timeout instead of exiting 0 as above.
     let err = x.stderr();
-    assert!(err.contains("power_cycle hook: LG_COORDINATOR="), "{err}");
-    assert!(err.contains("power-cycled ssh"), "{err}");
-    assert!(err.contains("running it again (retry 1 of 1)"), "{err}");
-    assert_eq!(
-        std::fs::read_to_string(&power_log).unwrap(),
-        "off\non\n",
-        "labgrid's ExternalPowerDriver ran off, then on"
-    );
-    let run = run_dir(&res);
-    assert_eq!(
-        trial_files(&run),
-        ["a-1.json", "a-1.lost.json", "a-2.json"],
-        "{err}"
-    );
-    let hooks = std::fs::read_to_string(run.join("hooks.log")).unwrap();
-    assert!(hooks.contains("== power_cycle hook succeeded"), "{hooks}");
-    assert_eq!(
-        json(&run.join("run.json"))["outcome"]["status"],
-        "completed"
-    );
-    // Our ssh kept checking the board's key (labgrid's own would not).
-    assert!(!err.contains("StrictHostKeyChecking=no"), "{err}");
+    assert_power_cycled_and_retried(&err, &switch.log, &res);
     drop(x);
     drop(switched_on);
     drop(board);

@@ -141,34 +141,10 @@ fn a_lava_job_never_reaches_a_board_whose_host_key_is_not_known() {
     }
 }
 
-#[test]
-fn a_lava_job_reports_every_metric_and_comes_back_as_a_run() {
-    xrunbench_test_support::skip_unless_root!();
-    let dir = tempfile::tempdir().unwrap();
-    let (gen, http) = generate(dir.path());
-    let definition = std::fs::read_to_string(gen.join("xrunbench-lavarun.yaml")).unwrap();
-    assert!(definition.contains("format: \"Lava-Test Test Definition 1.0\""));
-
-    let board = TestBoard::start().expect("the test board (a private sshd) starts");
-    let job_id = 700_000 + std::process::id() % 100_000;
-    let _leftovers = LavaLeftovers::new(job_id);
-    let (run, log) = lava_run(
-        &board,
-        &board.known_hosts(),
-        &gen.join("xrunbench-lavarun-job.yaml"),
-        job_id,
-        dir.path(),
-    );
-    std::fs::write(dir.path().join("job.log"), &log).unwrap();
-    // A failed case does not fail the job: lava-run exits 0 even though a
-    // gate fails; every case is checked below.
-    assert!(run.status.success(), "lava-run failed: {log}");
-    assert!(
-        log.contains("\"case\": \"job\", \"definition\": \"lava\", \"result\": \"pass\""),
-        "the job did not pass: {log}"
-    );
-    let got = cases(&log, "0_xrunbench-lavarun");
-
+/// Checks the job's cases: one per configuration × metric, passing, in its
+/// units, with a plausible measurement; and the two limit gates, one
+/// passing and one failing.
+fn assert_cases(got: &BTreeMap<String, LoggedCase>) {
     // One case per configuration × metric, with a plausible measurement.
     let buffer_ms = 40.0;
     for config in ["plain", "nice"] {
@@ -208,15 +184,15 @@ fn a_lava_job_reports_every_metric_and_comes_back_as_a_run() {
         got["nice_hackbench-round"].measurement
     );
     assert_eq!(got.len(), 2 * 9 + 2, "{got:?}");
+}
 
-    // Back into a run directory: every record, the measurements agreeing,
-    // the gates judged (one fails: exit 1 with --gate), a JUnit file CI
-    // reads.
-    let results = dir.path().join("results");
-    let junit = dir.path().join("junit.xml");
+/// Runs `lava-results --gate` on `dir/job.log` into `results`, with a JUnit
+/// file at `junit`, and checks its exit and what it said of the
+/// measurements and the gates.
+fn assert_lava_results_gates(dir: &Path, results: &Path, junit: &Path) {
     let back = support::run_xtask(&[
         "lava-results",
-        dir.path().join("job.log").to_str().unwrap(),
+        dir.join("job.log").to_str().unwrap(),
         "--results-dir",
         results.to_str().unwrap(),
         "--gate",
@@ -244,6 +220,11 @@ fn a_lava_job_reports_every_metric_and_comes_back_as_a_run() {
         stdout.contains("nice min-fill: not significantly worse than plain by more than 100%"),
         "{stdout}"
     );
+}
+
+/// The run directory `lava-results` made under `results`, checked to hold
+/// every trial's record.
+fn run_dir_with_every_trial(results: &Path) -> PathBuf {
     let run_dir = std::fs::read_dir(results.join("lavarun"))
         .unwrap()
         .next()
@@ -259,6 +240,12 @@ fn a_lava_job_reports_every_metric_and_comes_back_as_a_run() {
         trials,
         ["nice-1.json", "nice-2.json", "plain-1.json", "plain-2.json"]
     );
+    run_dir
+}
+
+/// Checks that `compare` reads the run directory: a table of both
+/// configurations.
+fn assert_compare_reads(run_dir: &Path) {
     let table = support::run_xtask(&["compare", run_dir.to_str().unwrap()]);
     let text = String::from_utf8_lossy(&table.stdout);
     assert!(table.status.success(), "{text}");
@@ -268,13 +255,58 @@ fn a_lava_job_reports_every_metric_and_comes_back_as_a_run() {
         "{text}"
     );
     assert!(text.contains("Amean    underruns/min"), "{text}");
-    validate_junit(&junit).unwrap();
-    let xml = std::fs::read_to_string(&junit).unwrap();
+}
+
+/// Checks the JUnit file: valid, with the failed gate and the scenario's
+/// name.
+fn assert_junit(junit: &Path) {
+    validate_junit(junit).unwrap();
+    let xml = std::fs::read_to_string(junit).unwrap();
     assert!(xml.contains("<failure type=\"gate\""), "{xml}");
     assert!(
         xml.contains("<property name=\"scenario\" value=\"lavarun\"/>"),
         "{xml}"
     );
+}
+
+#[test]
+fn a_lava_job_reports_every_metric_and_comes_back_as_a_run() {
+    xrunbench_test_support::skip_unless_root!();
+    let dir = tempfile::tempdir().unwrap();
+    let (gen, http) = generate(dir.path());
+    let definition = std::fs::read_to_string(gen.join("xrunbench-lavarun.yaml")).unwrap();
+    assert!(definition.contains("format: \"Lava-Test Test Definition 1.0\""));
+
+    let board = TestBoard::start().expect("the test board (a private sshd) starts");
+    let job_id = 700_000 + std::process::id() % 100_000;
+    let _leftovers = LavaLeftovers::new(job_id);
+    let (run, log) = lava_run(
+        &board,
+        &board.known_hosts(),
+        &gen.join("xrunbench-lavarun-job.yaml"),
+        job_id,
+        dir.path(),
+    );
+    std::fs::write(dir.path().join("job.log"), &log).unwrap();
+    // A failed case does not fail the job: lava-run exits 0 even though a
+    // gate fails; every case is checked below.
+    assert!(run.status.success(), "lava-run failed: {log}");
+    assert!(
+        log.contains("\"case\": \"job\", \"definition\": \"lava\", \"result\": \"pass\""),
+        "the job did not pass: {log}"
+    );
+    let got = cases(&log, "0_xrunbench-lavarun");
+    assert_cases(&got);
+
+    // Back into a run directory: every record, the measurements agreeing,
+    // the gates judged (one fails: exit 1 with --gate), a JUnit file CI
+    // reads.
+    let results = dir.path().join("results");
+    let junit = dir.path().join("junit.xml");
+    assert_lava_results_gates(dir.path(), &results, &junit);
+    let run_dir = run_dir_with_every_trial(&results);
+    assert_compare_reads(&run_dir);
+    assert_junit(&junit);
     drop(http);
 }
 

@@ -334,20 +334,9 @@ pub fn run(cli: &Cli) -> Result<Finished, PlayerError> {
     let mut stream = WavStream::open(&source).map_err(|e| PlayerError::Input(e.to_string()))?;
     let mut notes = Vec::new();
     if _copy.is_some() {
-        let whole = std::fs::metadata(file).map_or(0, |m| m.len());
-        if bytes < whole {
-            notes.push(format!(
-                "copied {bytes} of {whole} bytes of {} to {}: what --duration plays",
-                file.display(),
-                tmpfs::SHM_DIR
-            ));
-        }
+        notes.extend(partial_copy_note(file, bytes));
     }
-    let fmt = StreamFormat {
-        format: spec.format,
-        rate: spec.rate,
-        channels: spec.channels,
-    };
+    let fmt = stream_format(&spec);
     let (choice, why) = choose_backend(cli);
     if !cli.quiet && cli.backend == Backend::Auto {
         eprintln!("xrun-player: backend {why}");
@@ -361,65 +350,21 @@ pub fn run(cli: &Cli) -> Result<Finished, PlayerError> {
             sink.setup().period_frames
         ));
     }
-    if !cli.quiet {
-        for n in &notes {
-            eprintln!("xrun-player: note: {n}");
-        }
-    }
-    if cli.verbose > 0 {
-        eprint!("{}", sink.describe());
-    }
+    print_setup(cli, &notes, sink.as_mut());
     // After the device is open, so that a sound server's client threads
     // keep their own scheduling: only the playback thread is changed (and
     // with cpal, the thread that runs its data callback: the sink applies
     // the same settings there itself).
     let (mut priority, mut affinity) = apply_scheduling(cli, choice);
-    let mlock = if cli.no_mlock {
-        "off".into()
-    } else {
-        system::lock_memory()
-    };
-    for (what, value) in [
-        ("priority", &priority),
-        ("affinity", &affinity),
-        ("mlock", &mlock),
-    ] {
-        if value.contains("failed") && !cli.quiet {
-            eprintln!("xrun-player: warning: {what} {value}");
-        }
-    }
-    let opts = PlayOptions {
-        duration_s: cli.duration,
-        loops: cli.loops,
-        fatal_errors: cli.fatal_errors,
-        quiet: cli.quiet,
-        // cpal's stalls go into its data callback (given at open), not
-        // into this writer thread.
-        stalls: if choice == Backend::Cpal {
-            Vec::new()
-        } else {
-            cli.selftest_stall.clone()
-        },
-    };
+    let mlock = lock_memory(cli);
+    warn_failed_settings(cli, &priority, &affinity, &mlock);
+    let opts = play_options(cli, choice);
     let started_at = xrunbench_schema::doc::rfc3339_millis(std::time::SystemTime::now());
     let outcome = play::play(sink.as_mut(), &mut stream, &opts, signals::stop_flag())
         .map_err(|e| PlayerError::Other(e.to_string()))?;
-    if let (Some(p), _) = &outcome.feeder_scheduling {
-        priority = format!("{priority} (writer); {p} (device callback thread)");
-    }
-    if let (_, Some(a)) = &outcome.feeder_scheduling {
-        affinity = format!("{affinity} (writer); {a} (device callback thread)");
-    }
+    add_feeder_scheduling(&mut priority, &mut affinity, &outcome.feeder_scheduling);
     let usage = system::usage();
-    let file = FileInfo {
-        path: file.display().to_string(),
-        played_from: source.display().to_string(),
-        copied_to_tmpfs: _copy.is_some(),
-        format: spec.format.alsa_name().to_string(),
-        rate: spec.rate,
-        channels: spec.channels,
-        frames: spec.frames,
-    };
+    let file = file_info(file, &source, _copy.is_some(), &spec);
     let process = ProcessInfo {
         cpu_user_ms: usage.user_ms,
         cpu_sys_ms: usage.sys_ms,
@@ -447,22 +392,144 @@ pub fn run(cli: &Cli) -> Result<Finished, PlayerError> {
         )));
     }
     if let (Some(Err(e)), Some(dest)) = (written, &cli.json) {
-        let kept = match report::keep_elsewhere(&report) {
-            Some(p) => format!("the report is in {} instead", p.display()),
-            None => "the report could not be kept anywhere".into(),
-        };
-        return Err(PlayerError::Other(format!(
-            "--json {}: cannot write the report: {e}; {kept}",
-            dest.display()
-        )));
+        return Err(unwritten_report_error(&e, dest, &report));
     }
-    let exit_code = match (report.ended, signals::received()) {
+    let exit_code = exit_code_for(report.ended);
+    Ok(Finished { report, exit_code })
+}
+
+/// The note to make when the tmpfs copy holds only part of `file`: the
+/// `bytes` that `--duration` plays.
+fn partial_copy_note(file: &Path, bytes: u64) -> Option<String> {
+    let whole = std::fs::metadata(file).map_or(0, |m| m.len());
+    if bytes < whole {
+        Some(format!(
+            "copied {bytes} of {whole} bytes of {} to {}: what --duration plays",
+            file.display(),
+            tmpfs::SHM_DIR
+        ))
+    } else {
+        None
+    }
+}
+
+/// The stream format the sink is opened with: the file's.
+fn stream_format(spec: &xrunbench_wav::WavSpec) -> StreamFormat {
+    StreamFormat {
+        format: spec.format,
+        rate: spec.rate,
+        channels: spec.channels,
+    }
+}
+
+/// Says the notes (unless `--quiet`) and, with `-v`, the device's setup.
+fn print_setup(cli: &Cli, notes: &[String], sink: &mut dyn Sink) {
+    if !cli.quiet {
+        for n in notes {
+            eprintln!("xrun-player: note: {n}");
+        }
+    }
+    if cli.verbose > 0 {
+        eprint!("{}", sink.describe());
+    }
+}
+
+/// Locks the player's memory unless `--no-mlock`; returns what took, for
+/// the report.
+fn lock_memory(cli: &Cli) -> String {
+    if cli.no_mlock {
+        "off".into()
+    } else {
+        system::lock_memory()
+    }
+}
+
+/// Warns (unless `--quiet`) of each scheduling or memory setting that
+/// failed: playback goes on without it, but the measurement is weaker.
+fn warn_failed_settings(cli: &Cli, priority: &str, affinity: &str, mlock: &str) {
+    for (what, value) in [
+        ("priority", priority),
+        ("affinity", affinity),
+        ("mlock", mlock),
+    ] {
+        if value.contains("failed") && !cli.quiet {
+            eprintln!("xrun-player: warning: {what} {value}");
+        }
+    }
+}
+
+/// How to play, as the command line says, for the sink `choice`.
+fn play_options(cli: &Cli, choice: Backend) -> PlayOptions {
+    PlayOptions {
+        duration_s: cli.duration,
+        loops: cli.loops,
+        fatal_errors: cli.fatal_errors,
+        quiet: cli.quiet,
+        // cpal's stalls go into its data callback (given at open), not
+        // into this writer thread.
+        stalls: if choice == Backend::Cpal {
+            Vec::new()
+        } else {
+            cli.selftest_stall.clone()
+        },
+    }
+}
+
+/// Adds to the writer's priority and affinity those of the thread that
+/// fed the device, when the sink had one of its own (cpal's callback).
+fn add_feeder_scheduling(
+    priority: &mut String,
+    affinity: &mut String,
+    feeder: &(Option<String>, Option<String>),
+) {
+    if let (Some(p), _) = feeder {
+        *priority = format!("{priority} (writer); {p} (device callback thread)");
+    }
+    if let (_, Some(a)) = feeder {
+        *affinity = format!("{affinity} (writer); {a} (device callback thread)");
+    }
+}
+
+/// The report's account of the file: as given, where it played from, and
+/// its format.
+fn file_info(
+    file: &Path,
+    source: &Path,
+    copied_to_tmpfs: bool,
+    spec: &xrunbench_wav::WavSpec,
+) -> FileInfo {
+    FileInfo {
+        path: file.display().to_string(),
+        played_from: source.display().to_string(),
+        copied_to_tmpfs,
+        format: spec.format.alsa_name().to_string(),
+        rate: spec.rate,
+        channels: spec.channels,
+        frames: spec.frames,
+    }
+}
+
+/// The error for a report `--json` could not take: the report is kept
+/// elsewhere if it can be, and the error says where.
+fn unwritten_report_error(e: &std::io::Error, dest: &Path, report: &PlayerReport) -> PlayerError {
+    let kept = match report::keep_elsewhere(report) {
+        Some(p) => format!("the report is in {} instead", p.display()),
+        None => "the report could not be kept anywhere".into(),
+    };
+    PlayerError::Other(format!(
+        "--json {}: cannot write the report: {e}; {kept}",
+        dest.display()
+    ))
+}
+
+/// The exit code for a playback that ended for `ended`.
+fn exit_code_for(ended: EndReason) -> u8 {
+    match (ended, signals::received()) {
         (EndReason::FatalUnderrun, _) => 1,
         // As a shell reports a process a signal ended: 130 for SIGINT.
         (EndReason::Signal, Some(sig)) => u8::try_from(128 + sig).unwrap_or(1),
         _ => 0,
-    };
-    Ok(Finished { report, exit_code })
+    }
 }
 
 #[cfg(test)]

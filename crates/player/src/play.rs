@@ -16,7 +16,7 @@ use xrunbench_schema::player::{
 
 use crate::clock::{self, frames_to_ns, ms, MonoNs};
 use crate::nearmiss::NearMiss;
-use crate::sink::{Sink, SinkError};
+use crate::sink::{Setup, Sink, SinkError};
 use crate::system;
 use xrunbench_wav::WavStream;
 
@@ -226,27 +226,7 @@ pub fn play(
     } else {
         Some(1)
     });
-    let mut p = Player {
-        sink,
-        stop,
-        opts,
-        rate: setup.rate,
-        buffer: setup.buffer_frames as i64,
-        period: setup.period_frames as i64,
-        device_clock: setup.clock,
-        start: clock::now(),
-        dry_at: None,
-        queued_us: None,
-        pending: None,
-        events: Vec::with_capacity(1024),
-        near_miss: NearMiss::new(),
-        frames_written: 0,
-        stalls_done: Vec::with_capacity(opts.stalls.len()),
-        next_stall: 0,
-        file_frames: stream.spec().frames.max(1),
-        device_events: Vec::with_capacity(64),
-        lines: Lines::new(),
-    };
+    let mut p = Player::new(sink, stop, opts, &setup, stream);
     let mut read_error = None;
     let mut file_loop = 0u64;
     let ended = loop {
@@ -289,52 +269,95 @@ pub fn play(
             break reason;
         }
     };
-    let finish_at = clock::now();
-    let immediately = matches!(ended, EndReason::Signal | EndReason::FatalUnderrun);
-    let ended = match p.sink.finish(immediately) {
-        Ok(()) => ended,
-        Err(SinkError::Interrupted) => {
-            let _ = p.sink.finish(true);
-            EndReason::Signal
-        }
-        Err(e) => return Err(p.device_error(e)),
-    };
-    // An underrun just before the end restarts with the drain.
-    if let Some(pending) = p.pending.take() {
-        p.complete(pending, finish_at);
-    }
-    let fatal_seen = p.take_device_events();
-    let ended = if fatal_seen && opts.fatal_errors && ended != EndReason::Signal {
-        EndReason::FatalUnderrun
-    } else {
-        ended
-    };
-    p.lines.flush();
-    let side = p.sink.device_side();
-    Ok(PlayOutcome {
-        ended,
-        events: p.events,
-        near_miss: side.near_miss.unwrap_or(p.near_miss),
-        frames_written: p.frames_written,
-        wall_seconds: ms(clock::now() - p.start) / 1e3,
-        started_mono_ns: if p.sink.setup().clock == ClockSource::Cpal {
-            side.started_mono_ns
-        } else {
-            u64::try_from(p.start).ok()
-        },
-        feeder_tid: if p.sink.setup().clock == ClockSource::Cpal {
-            side.feeder_tid
-        } else {
-            Some(system::current_tid())
-        },
-        stalls: side.stalls.unwrap_or(p.stalls_done),
-        host_errors: side.host_errors,
-        feeder_scheduling: (side.feeder_priority, side.feeder_affinity),
-        read_error,
-    })
+    p.finish(ended, read_error)
 }
 
-impl Player<'_> {
+impl<'a> Player<'a> {
+    /// The state at the start of playback: the sink's setup, nothing
+    /// written yet, and every buffer of the steady state allocated here.
+    fn new(
+        sink: &'a mut dyn Sink,
+        stop: &'a AtomicBool,
+        opts: &'a PlayOptions,
+        setup: &Setup,
+        stream: &WavStream,
+    ) -> Self {
+        Player {
+            sink,
+            stop,
+            opts,
+            rate: setup.rate,
+            buffer: setup.buffer_frames as i64,
+            period: setup.period_frames as i64,
+            device_clock: setup.clock,
+            start: clock::now(),
+            dry_at: None,
+            queued_us: None,
+            pending: None,
+            events: Vec::with_capacity(1024),
+            near_miss: NearMiss::new(),
+            frames_written: 0,
+            stalls_done: Vec::with_capacity(opts.stalls.len()),
+            next_stall: 0,
+            file_frames: stream.spec().frames.max(1),
+            device_events: Vec::with_capacity(64),
+            lines: Lines::new(),
+        }
+    }
+
+    /// After the loop ended for `ended`: finishes the sink (draining it
+    /// unless stopped), accounts for what it still has to say, and gathers
+    /// the outcome.
+    fn finish(
+        mut self,
+        ended: EndReason,
+        read_error: Option<String>,
+    ) -> Result<PlayOutcome, PlayError> {
+        let finish_at = clock::now();
+        let immediately = matches!(ended, EndReason::Signal | EndReason::FatalUnderrun);
+        let ended = match self.sink.finish(immediately) {
+            Ok(()) => ended,
+            Err(SinkError::Interrupted) => {
+                let _ = self.sink.finish(true);
+                EndReason::Signal
+            }
+            Err(e) => return Err(self.device_error(e)),
+        };
+        // An underrun just before the end restarts with the drain.
+        if let Some(pending) = self.pending.take() {
+            self.complete(pending, finish_at);
+        }
+        let fatal_seen = self.take_device_events();
+        let ended = if fatal_seen && self.opts.fatal_errors && ended != EndReason::Signal {
+            EndReason::FatalUnderrun
+        } else {
+            ended
+        };
+        self.lines.flush();
+        let side = self.sink.device_side();
+        Ok(PlayOutcome {
+            ended,
+            events: self.events,
+            near_miss: side.near_miss.unwrap_or(self.near_miss),
+            frames_written: self.frames_written,
+            wall_seconds: ms(clock::now() - self.start) / 1e3,
+            started_mono_ns: if self.sink.setup().clock == ClockSource::Cpal {
+                side.started_mono_ns
+            } else {
+                u64::try_from(self.start).ok()
+            },
+            feeder_tid: if self.sink.setup().clock == ClockSource::Cpal {
+                side.feeder_tid
+            } else {
+                Some(system::current_tid())
+            },
+            stalls: side.stalls.unwrap_or(self.stalls_done),
+            host_errors: side.host_errors,
+            feeder_scheduling: (side.feeder_priority, side.feeder_affinity),
+            read_error,
+        })
+    }
+
     fn device_error(&self, e: SinkError) -> PlayError {
         PlayError::Device {
             device: self.sink.setup().device.clone(),

@@ -9,7 +9,9 @@
 
 use std::path::Path;
 
-use xrunbench_schema::probe::{CheckProblem, CheckReport, CheckedKnob, CHECK_SCHEMA};
+use xrunbench_schema::probe::{
+    CheckProblem, CheckReport, CheckedKnob, RealtimeProbe, CHECK_SCHEMA,
+};
 use xrunbench_schema::trial::{AudioInput, TrialSpec};
 
 use crate::fingerprint;
@@ -55,125 +57,16 @@ pub fn check(
                 report.problems.push(p);
             }
         };
-        if let Some(cpus) = &s.player.cpu {
-            if let Some(bad) = cpus.cpus().iter().find(|n| !allowed.contains(n)) {
-                problem(
-                    Some("player.cpu"),
-                    format!(
-                        "CPU {bad} is not available here (allowed: {})",
-                        list(&allowed)
-                    ),
-                );
-            }
-        }
-        if let Some(n) = s.player.priority.and_then(|p| p.rt_priority()) {
-            if n > rt.max_priority {
-                problem(
-                    Some("player.priority"),
-                    format!(
-                        "{} is not permitted here ({}: real-time priorities up to {}); run as root or raise RLIMIT_RTPRIO",
-                        s.player.priority.map(|p| p.to_string()).unwrap_or_default(),
-                        rt.reason,
-                        rt.max_priority
-                    ),
-                );
-            }
-        }
-        // The latency monitor's threads are real-time threads on CPUs of
-        // their own: the same questions as the player's, asked before a
-        // trial rather than failing it.
-        if let Some(m) = s.monitor.as_ref().filter(|m| m.latency) {
-            let asked = m.cpus.as_ref().map(|c| c.cpus()).unwrap_or_default();
-            if let Some(bad) = asked.iter().find(|n| !allowed.contains(n)) {
-                problem(
-                    Some("monitor.cpus"),
-                    format!(
-                        "CPU {bad} is not available here (allowed: {})",
-                        list(&allowed)
-                    ),
-                );
-            }
-            if m.priority > rt.max_priority {
-                problem(
-                    Some("monitor.priority"),
-                    format!(
-                        "SCHED_FIFO {} is not permitted here ({}: real-time priorities up to {}); run as root or raise RLIMIT_RTPRIO",
-                        m.priority, rt.reason, rt.max_priority
-                    ),
-                );
-            }
-        }
-        match &s.audio {
-            AudioInput::File(p) => match std::fs::metadata(p) {
-                Ok(m) if m.is_file() => {}
-                Ok(_) => problem(
-                    Some("audio.file"),
-                    format!("{}: not a regular file", p.display()),
-                ),
-                Err(e) => problem(Some("audio.file"), format!("{}: {e}", p.display())),
-            },
-            AudioInput::Tone(t) => {
-                let seconds = t.seconds.unwrap_or(s.duration_us as f64 / 1e6);
-                let bytes =
-                    seconds * f64::from(t.rate) * f64::from(t.channels) * t.format.bytes() as f64;
-                if let Some(free) = probe::free_bytes(&machine.tmpfs) {
-                    if bytes > free as f64 {
-                        problem(
-                            Some("audio.tone"),
-                            format!(
-                                "the tone needs {:.0} bytes and {} has {free} free",
-                                bytes,
-                                machine.tmpfs.display()
-                            ),
-                        );
-                    }
-                }
-            }
-        }
+        check_player(s, &allowed, &rt, &mut problem);
+        check_monitor(s, &allowed, &rt, &mut problem);
+        check_audio(s, machine, &mut problem);
         if s.pm_qos_us.is_some() {
             if let Err(e) = PmQosHold::check(&machine.roots.pm_qos) {
                 problem(Some("pm_qos_us"), e.to_string());
             }
         }
-        let mut needed = vec!["xrun-player"];
-        if s.load.is_some() {
-            needed.push("xrun-hackbench");
-        }
-        for b in needed {
-            let p = bin_dir.join(b);
-            if !is_executable(&p) {
-                problem(
-                    None,
-                    format!("{} is missing or not executable", p.display()),
-                );
-            }
-        }
-        for k in &s.knobs {
-            let writes = match knobs::expand(k, &machine.roots) {
-                Ok(w) => w,
-                Err(e) => {
-                    problem(None, e.to_string());
-                    continue;
-                }
-            };
-            for w in writes {
-                if let Err(e) = knobs::check(&w, &machine.roots) {
-                    problem(None, e.to_string());
-                    continue;
-                }
-                match to_try
-                    .iter_mut()
-                    .find(|t| t.write.path == w.path && t.write.value == w.value)
-                {
-                    Some(t) if !t.configs.contains(&config) => t.configs.push(config.clone()),
-                    Some(_) => {}
-                    None => to_try.push(ToTry {
-                        configs: vec![config.clone()],
-                        write: w,
-                    }),
-                }
-            }
-        }
+        check_binaries(s, bin_dir, &mut problem);
+        collect_knobs(s, machine, &config, &mut to_try, &mut problem);
     }
     if apply && !to_try.is_empty() {
         try_each(machine, &to_try, &mut report)?;
@@ -186,6 +79,159 @@ pub fn check(
         }
     }
     Ok(report)
+}
+
+/// The player's CPUs exist here and its real-time priority is permitted.
+fn check_player(
+    s: &TrialSpec,
+    allowed: &[usize],
+    rt: &RealtimeProbe,
+    problem: &mut impl FnMut(Option<&str>, String),
+) {
+    if let Some(cpus) = &s.player.cpu {
+        if let Some(bad) = cpus.cpus().iter().find(|n| !allowed.contains(n)) {
+            problem(
+                Some("player.cpu"),
+                format!(
+                    "CPU {bad} is not available here (allowed: {})",
+                    list(allowed)
+                ),
+            );
+        }
+    }
+    if let Some(n) = s.player.priority.and_then(|p| p.rt_priority()) {
+        if n > rt.max_priority {
+            problem(
+                Some("player.priority"),
+                format!(
+                    "{} is not permitted here ({}: real-time priorities up to {}); run as root or raise RLIMIT_RTPRIO",
+                    s.player.priority.map(|p| p.to_string()).unwrap_or_default(),
+                    rt.reason,
+                    rt.max_priority
+                ),
+            );
+        }
+    }
+}
+
+/// The latency monitor's threads are real-time threads on CPUs of their
+/// own: the same questions as the player's, asked before a trial rather
+/// than failing it.
+fn check_monitor(
+    s: &TrialSpec,
+    allowed: &[usize],
+    rt: &RealtimeProbe,
+    problem: &mut impl FnMut(Option<&str>, String),
+) {
+    if let Some(m) = s.monitor.as_ref().filter(|m| m.latency) {
+        let asked = m.cpus.as_ref().map(|c| c.cpus()).unwrap_or_default();
+        if let Some(bad) = asked.iter().find(|n| !allowed.contains(n)) {
+            problem(
+                Some("monitor.cpus"),
+                format!(
+                    "CPU {bad} is not available here (allowed: {})",
+                    list(allowed)
+                ),
+            );
+        }
+        if m.priority > rt.max_priority {
+            problem(
+                Some("monitor.priority"),
+                format!(
+                    "SCHED_FIFO {} is not permitted here ({}: real-time priorities up to {}); run as root or raise RLIMIT_RTPRIO",
+                    m.priority, rt.reason, rt.max_priority
+                ),
+            );
+        }
+    }
+}
+
+/// The WAV is a regular file, or the tone fits in tmpfs.
+fn check_audio(s: &TrialSpec, machine: &Machine, problem: &mut impl FnMut(Option<&str>, String)) {
+    match &s.audio {
+        AudioInput::File(p) => match std::fs::metadata(p) {
+            Ok(m) if m.is_file() => {}
+            Ok(_) => problem(
+                Some("audio.file"),
+                format!("{}: not a regular file", p.display()),
+            ),
+            Err(e) => problem(Some("audio.file"), format!("{}: {e}", p.display())),
+        },
+        AudioInput::Tone(t) => {
+            let seconds = t.seconds.unwrap_or(s.duration_us as f64 / 1e6);
+            let bytes =
+                seconds * f64::from(t.rate) * f64::from(t.channels) * t.format.bytes() as f64;
+            if let Some(free) = probe::free_bytes(&machine.tmpfs) {
+                if bytes > free as f64 {
+                    problem(
+                        Some("audio.tone"),
+                        format!(
+                            "the tone needs {:.0} bytes and {} has {free} free",
+                            bytes,
+                            machine.tmpfs.display()
+                        ),
+                    );
+                }
+            }
+        }
+    }
+}
+
+/// The board binaries the spec starts are in `bin_dir`.
+fn check_binaries(s: &TrialSpec, bin_dir: &Path, problem: &mut impl FnMut(Option<&str>, String)) {
+    let mut needed = vec!["xrun-player"];
+    if s.load.is_some() {
+        needed.push("xrun-hackbench");
+    }
+    for b in needed {
+        let p = bin_dir.join(b);
+        if !is_executable(&p) {
+            problem(
+                None,
+                format!("{} is missing or not executable", p.display()),
+            );
+        }
+    }
+}
+
+/// Each knob file the spec writes exists and opens for writing; the
+/// writes go into `to_try`, one entry per file and value, with every
+/// configuration (`config` among them) that asks for it.
+fn collect_knobs(
+    s: &TrialSpec,
+    machine: &Machine,
+    config: &str,
+    to_try: &mut Vec<ToTry>,
+    problem: &mut impl FnMut(Option<&str>, String),
+) {
+    for k in &s.knobs {
+        let writes = match knobs::expand(k, &machine.roots) {
+            Ok(w) => w,
+            Err(e) => {
+                problem(None, e.to_string());
+                continue;
+            }
+        };
+        for w in writes {
+            if let Err(e) = knobs::check(&w, &machine.roots) {
+                problem(None, e.to_string());
+                continue;
+            }
+            match to_try
+                .iter_mut()
+                .find(|t| t.write.path == w.path && t.write.value == w.value)
+            {
+                Some(t) if !t.configs.iter().any(|c| c == config) => {
+                    t.configs.push(config.to_string());
+                }
+                Some(_) => {}
+                None => to_try.push(ToTry {
+                    configs: vec![config.to_string()],
+                    write: w,
+                }),
+            }
+        }
+    }
 }
 
 /// Writes, reads back and restores each knob, one at a time, journaled

@@ -164,21 +164,7 @@ fn trial(
     record: &mut TrialRecord,
 ) -> Result<(), Stop> {
     let machine = &opts.machine;
-    let lock = MachineLock::acquire(&machine.lock_path, |holder| {
-        say(format_args!(
-            "waiting for the machine lock (held by pid {holder}) before trial {stem}"
-        ));
-    })?;
-    let replay = journal::replay_all(machine, &lock);
-    for line in &replay.lines {
-        say(line);
-    }
-    if replay.unrestored > 0 {
-        return Err(failed(
-            "knobs a killed trial left changed could not be restored (see above): \
-             fix that, then run `xrun-trial restore`",
-        ));
-    }
+    let lock = lock_and_replay(machine, stem)?;
     check_stop()?;
     let work = WorkDir::for_spec(spec)?;
     let audio = PreparedAudio::prepare(spec, machine)?;
@@ -246,14 +232,7 @@ fn trial(
     let (player_status, load_status) = played?;
     restored.map_err(failed)?;
     check_player_status(player_status, &work.log(stem, "player"))?;
-    let player: PlayerReport = read_report(player_json, "xrun-player")?;
-    if player.schema != xrunbench_schema::player::PLAYER_SCHEMA {
-        return Err(failed(format!(
-            "xrun-player's report has schema `{}`, expected `{}`",
-            player.schema,
-            xrunbench_schema::player::PLAYER_SCHEMA
-        )));
-    }
+    let player = read_player_report(player_json)?;
     if let Some(report) = record.monitor.as_mut() {
         if let Some(start) = player_start_mono(&player) {
             place_spikes(report, start);
@@ -274,6 +253,41 @@ fn trial(
     drop(scratch);
     drop(audio);
     Ok(())
+}
+
+/// Takes the machine lock (saying whom it waits for) and replays the
+/// journals of trials killed before; fails if any of their knobs could not
+/// be restored, as a trial must not start on a machine left changed.
+fn lock_and_replay(machine: &Machine, stem: &str) -> Result<MachineLock, Stop> {
+    let lock = MachineLock::acquire(&machine.lock_path, |holder| {
+        say(format_args!(
+            "waiting for the machine lock (held by pid {holder}) before trial {stem}"
+        ));
+    })?;
+    let replay = journal::replay_all(machine, &lock);
+    for line in &replay.lines {
+        say(line);
+    }
+    if replay.unrestored > 0 {
+        return Err(failed(
+            "knobs a killed trial left changed could not be restored (see above): \
+             fix that, then run `xrun-trial restore`",
+        ));
+    }
+    Ok(lock)
+}
+
+/// The player's report, refused unless it has the schema this build reads.
+fn read_player_report(path: &Path) -> Result<PlayerReport, Stop> {
+    let player: PlayerReport = read_report(path, "xrun-player")?;
+    if player.schema != xrunbench_schema::player::PLAYER_SCHEMA {
+        return Err(failed(format!(
+            "xrun-player's report has schema `{}`, expected `{}`",
+            player.schema,
+            xrunbench_schema::player::PLAYER_SCHEMA
+        )));
+    }
+    Ok(player)
 }
 
 /// Test hook (feature `fault-injection`, never in a release build):

@@ -30,7 +30,7 @@ pub mod step;
 pub mod trust;
 pub mod whole;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use self::deploy::{Deploy, DeployArgs};
@@ -62,10 +62,9 @@ pub struct BisectArgs {
     /// Where the step's run directory goes (default: <workspace>/results).
     #[arg(long, value_name = "DIR")]
     pub results_dir: Option<PathBuf>,
-    /// Use xrun-trial, xrun-player and xrun-hackbench from DIR instead of
-    /// building them.
-    #[arg(long, value_name = "DIR")]
-    pub bin_dir: Option<PathBuf>,
+    /// `--bin-dir`: prebuilt board binaries.
+    #[command(flatten)]
+    pub bins: crate::target::binaries::BinDirArg,
     /// The bisection's directory (`bisect-run` gives it): the step's run
     /// directory, with its step record, goes to DIR/steps/ (default: a run
     /// directory of its own under --results-dir).
@@ -180,13 +179,7 @@ fn step(args: &BisectArgs) -> Result<u8, Stop> {
     let (file, mut scenario) = scenario::load(&args.scenario).map_err(|e| skip(e.0))?;
     args.target.apply(&mut scenario).map_err(abort)?;
     let tree = std::env::current_dir().map_err(|e| abort(format!("the current directory: {e}")))?;
-    let trusted = match &args.trusted_hooks {
-        Some(path) => trust::HostHooks::read(path).map_err(abort)?,
-        None => match &base.manifest {
-            Some(m) => trust::HostHooks::of(&m.scenario, &args.deploy),
-            None => trust::HostHooks::default(),
-        },
-    };
+    let trusted = trusted_hooks(args, &base)?;
     trust::HostHooks::of(&scenario, &args.deploy)
         .check(&trusted, &args.scenario)
         .map_err(skip)?;
@@ -198,7 +191,7 @@ fn step(args: &BisectArgs) -> Result<u8, Stop> {
     // A machine that cannot build or run the binaries fails on every
     // commit alike: abort rather than skip.
     crate::deps::ensure(crate::deps::for_run(
-        args.bin_dir.is_some(),
+        args.bins.bin_dir.is_some(),
         scenario.target.as_ref(),
     ))
     .map_err(|e| abort(e.to_string()))?;
@@ -214,6 +207,57 @@ fn step(args: &BisectArgs) -> Result<u8, Stop> {
         args.decision.alpha,
         args.decision.max_trials,
     );
+    print_plan(args, &scenario, &config, &base, &baseline, &rule);
+    let (root, group, label) = step_place(args, &tree, &scenario);
+    let spec = StepSpec {
+        file,
+        scenario,
+        config,
+        metric: args.decision.metric,
+        bin_dir: args.bins.bin_dir.clone(),
+        deploy,
+        root,
+        group,
+        label,
+    };
+    let outcome = step::measure(
+        &spec,
+        &Goal::Decide {
+            rule: &rule,
+            max_trials: args.decision.max_trials,
+        },
+    );
+    if let Some(dir) = &outcome.run_dir {
+        println!("bisect: trials in {}", dir.display());
+    }
+    match outcome.record.decision.why {
+        Some(why) if outcome.exit >= EXIT_SKIP => Err(Stop(outcome.exit, why)),
+        _ => Ok(outcome.exit),
+    }
+}
+
+/// What the trusted hooks are: as `bisect-run` handed them over, else as
+/// the baseline's run.json recorded its scenario (none without one).
+fn trusted_hooks(args: &BisectArgs, base: &RunDir) -> Result<trust::HostHooks, Stop> {
+    Ok(match &args.trusted_hooks {
+        Some(path) => trust::HostHooks::read(path).map_err(abort)?,
+        None => match &base.manifest {
+            Some(m) => trust::HostHooks::of(&m.scenario, &args.deploy),
+            None => trust::HostHooks::default(),
+        },
+    })
+}
+
+/// Prints what the step compares with what and how the rule decides,
+/// before any trial.
+fn print_plan(
+    args: &BisectArgs,
+    scenario: &scenario::Scenario,
+    config: &str,
+    base: &RunDir,
+    baseline: &[f64],
+    rule: &Rule,
+) {
     println!(
         "bisect: {} `{config}` vs baseline {} ({} trials, mean {:.3} {} = {}); bad if worse by {}%: \
          bad state mean {:.3}{}; per-look level {} for bad, {} for good; undecided at {} trials = \
@@ -235,9 +279,19 @@ fn step(args: &BisectArgs) -> Result<u8, Stop> {
         describe_levels(rule.levels_better()),
         args.decision.max_trials,
     );
-    let (root, group, label) = match &args.bisect_dir {
+}
+
+/// Where the step's run directory goes: root, group and label. Under
+/// `--bisect-dir` it is a step of the bisection, named by its commit;
+/// alone, a run of its own under the results directory.
+fn step_place(
+    args: &BisectArgs,
+    tree: &Path,
+    scenario: &scenario::Scenario,
+) -> (PathBuf, String, String) {
+    match &args.bisect_dir {
         Some(dir) => {
-            let commit = step::git_out(&tree, &["rev-parse", "HEAD"]).unwrap_or_default();
+            let commit = step::git_out(tree, &["rev-parse", "HEAD"]).unwrap_or_default();
             let label = args
                 .step_label
                 .clone()
@@ -251,31 +305,6 @@ fn step(args: &BisectArgs) -> Result<u8, Stop> {
             scenario.name.clone(),
             "bisect".to_string(),
         ),
-    };
-    let spec = StepSpec {
-        file,
-        scenario,
-        config,
-        metric: args.decision.metric,
-        bin_dir: args.bin_dir.clone(),
-        deploy,
-        root,
-        group,
-        label,
-    };
-    let outcome = step::measure(
-        &spec,
-        &Goal::Decide {
-            rule: &rule,
-            max_trials: args.decision.max_trials,
-        },
-    );
-    if let Some(dir) = &outcome.run_dir {
-        println!("bisect: trials in {}", dir.display());
-    }
-    match outcome.record.decision.why {
-        Some(why) if outcome.exit >= EXIT_SKIP => Err(Stop(outcome.exit, why)),
-        _ => Ok(outcome.exit),
     }
 }
 

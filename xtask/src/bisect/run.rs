@@ -91,9 +91,9 @@ pub struct BisectRunArgs {
     /// Where the bisection's directory goes (default: <workspace>/results).
     #[arg(long, value_name = "DIR")]
     pub results_dir: Option<PathBuf>,
-    /// Use xrun-trial, xrun-player and xrun-hackbench from DIR.
-    #[arg(long, value_name = "DIR")]
-    pub bin_dir: Option<PathBuf>,
+    /// `--bin-dir`: prebuilt board binaries.
+    #[command(flatten)]
+    pub bins: crate::target::binaries::BinDirArg,
     /// Also write a JUnit XML report (endpoints, bisection, confirmation).
     #[arg(long, value_name = "FILE")]
     pub junit: Option<PathBuf>,
@@ -279,7 +279,7 @@ fn prepare(args: &BisectRunArgs) -> Result<Bisection<'_>, String> {
         }
     };
     crate::deps::ensure(crate::deps::for_run(
-        args.bin_dir.is_some(),
+        args.bins.bin_dir.is_some(),
         s.target.as_ref(),
     ))
     .map_err(|e| e.to_string())?;
@@ -494,7 +494,7 @@ fn step_args(b: &Bisection, baseline: &Path, label: Option<String>) -> BisectArg
         baseline_config: None,
         decision: a.decision.clone(),
         results_dir: a.results_dir.clone(),
-        bin_dir: a.bin_dir.clone(),
+        bins: a.bins.clone(),
         bisect_dir: Some(b.dir.clone()),
         target: a.target.clone(),
         deploy: a.deploy.clone(),
@@ -530,7 +530,7 @@ fn step_command_line(b: &Bisection, baseline: &Path) -> Result<Vec<String>, End>
         }
     };
     opt("--results-dir", a.results_dir.as_deref().map(path));
-    opt("--bin-dir", a.bin_dir.as_deref().map(path));
+    opt("--bin-dir", a.bins.bin_dir.as_deref().map(path));
     opt("--target", a.target.target.clone());
     for o in &a.target.ssh_options {
         opt("--ssh-option", Some(o.clone()));
@@ -659,7 +659,7 @@ fn measure_fixed(
         scenario: s,
         config: b.config.clone(),
         metric: b.args.decision.metric,
-        bin_dir: b.args.bin_dir.clone(),
+        bin_dir: b.args.bins.bin_dir.clone(),
         deploy,
         root: b.dir.clone(),
         group: "steps".into(),
@@ -833,7 +833,45 @@ fn report(
         b.args.decision.threshold,
         b.args.decision.alpha,
     );
-    let verdict = match c.verdict {
+    let verdict = verdict_line(c.verdict);
+    let revert_line = revert_line(revert, &c);
+    let tail = tally_line(b);
+    let board = board_line(&dirs[1]);
+    let kernels = kernel_lines(&dirs);
+    let table = crate::compare::build(&dirs, Significance::Mwu, crate::compare::ALPHA);
+    let head = |md: bool| report_head(b, oneline, verdict, &c, &revert_line, md);
+    let text = format!(
+        "{}\n{}\nkernels:\n{}\n\n{}\n{}",
+        wrap(&head(false)),
+        wrap(&format!("board: {board}")),
+        wrap(&kernels.join("\n")),
+        exporter(Format::Text).render(&table),
+        wrap(&tail),
+    );
+    let md = format!(
+        "{}\nboard: {board}\n\nkernels:\n\n```\n{}\n```\n\n{}\n{tail}",
+        head(true),
+        kernels.join("\n"),
+        exporter(Format::Markdown).render(&table)
+    );
+    write_reports(&b.dir, &text, &md)?;
+    println!("\n{text}");
+    println!(
+        "bisect-run: report in {}",
+        b.dir.join("report.txt").display()
+    );
+    let ok = c.verdict == Confirmation::Confirmed;
+    b.cases.push((
+        "culprit confirmation".into(),
+        (!ok).then(|| verdict.to_string()),
+    ));
+    Ok(ok)
+}
+
+/// The report's verdict line: what the confirmation showed about the
+/// culprit.
+fn verdict_line(verdict: Confirmation) -> &'static str {
+    match verdict {
         Confirmation::Confirmed => "CONFIRMED: the culprit is worse than its parent",
         Confirmation::Refuted => {
             "REFUTED: the culprit is not worse than its parent; a step was wrong"
@@ -842,15 +880,26 @@ fn report(
         Confirmation::RevertDoesNotHelp => {
             "NOT CONFIRMED: the culprit is worse than its parent, but reverting it does not help"
         }
-    };
-    let revert_line = match revert {
+    }
+}
+
+/// The report's line on the revert: its p-value when it was measured,
+/// else why not.
+fn revert_line(revert: Option<&Result<PathBuf, String>>, c: &rule::Confirmed) -> String {
+    match revert {
         None => "revert: not measured (--confirm-revert)".to_string(),
         Some(Err(why)) => format!("revert: not measured: {why}"),
         Some(Ok(_)) => format!(
             "revert on the bad commit: p(better than the culprit) {:.4}",
             c.p_revert_better.unwrap_or(1.0)
         ),
-    };
+    }
+}
+
+/// The report's last paragraph: endpoints, steps (skips among them),
+/// trials, infrastructure failures and the time the whole bisection took,
+/// counted from the step records on disk.
+fn tally_line(b: &Bisection) -> String {
     let steps = step_records(&b.dir);
     let bisect_steps: Vec<&StepRecord> = steps
         .iter()
@@ -867,8 +916,25 @@ fn report(
         .filter(|a| a.ended == "infrastructure")
         .count();
     let total = b.started.elapsed().as_secs();
-    let m = dirs[1].manifest.as_ref().map(|m| m.fingerprint.clone());
-    let board = m.as_ref().map_or_else(
+    format!(
+        "good {}, bad {}; {} bisect steps ({skipped} skipped), {} steps in all with the \
+         endpoints and the confirmation; {trials} trials; {infra} infrastructure failures \
+         retried; total time {}h{:02}m{:02}s\n",
+        short(&b.good),
+        short(&b.bad),
+        bisect_steps.len(),
+        steps.len(),
+        total / 3600,
+        total / 60 % 60,
+        total % 60
+    )
+}
+
+/// The board the culprit ran on, from its run's manifest (`unknown`
+/// without one).
+fn board_line(culprit: &RunDir) -> String {
+    let m = culprit.manifest.as_ref().map(|m| m.fingerprint.clone());
+    m.as_ref().map_or_else(
         || "unknown".to_string(),
         |f| {
             format!(
@@ -882,9 +948,13 @@ fn report(
                 f.arch
             )
         },
-    );
-    let kernels: Vec<String> = dirs
-        .iter()
+    )
+}
+
+/// One line per measured run: its label and the kernel its first trial
+/// saw.
+fn kernel_lines(dirs: &[RunDir]) -> Vec<String> {
+    dirs.iter()
         .map(|d| {
             let k = d.records.first().map_or_else(
                 || "unknown".to_string(),
@@ -892,70 +962,48 @@ fn report(
             );
             format!("  {:<22} {k}", d.label)
         })
-        .collect();
-    let table = crate::compare::build(&dirs, Significance::Mwu, crate::compare::ALPHA);
-    let head = |md: bool| {
-        let mut s = String::new();
-        let _ = writeln!(
-            s,
-            "{}first bad commit: {oneline}{}",
-            if md { "**" } else { "" },
-            if md { "**" } else { "" }
-        );
-        let _ = writeln!(
-            s,
-            "{verdict} ({} vs its parent, {} fresh trials each: p(worse) {:.4}, p(better than \
-             the bad state) {:.4}, alpha {})",
-            b.args.decision.metric.label(),
-            b.args.confirm_trials,
-            c.p_culprit_worse,
-            c.p_culprit_better,
-            b.args.decision.alpha
-        );
-        let _ = writeln!(s, "{revert_line}");
-        s
-    };
-    let tail = format!(
-        "good {}, bad {}; {} bisect steps ({skipped} skipped), {} steps in all with the \
-         endpoints and the confirmation; {trials} trials; {infra} infrastructure failures \
-         retried; total time {}h{:02}m{:02}s\n",
-        short(&b.good),
-        short(&b.bad),
-        bisect_steps.len(),
-        steps.len(),
-        total / 3600,
-        total / 60 % 60,
-        total % 60
+        .collect()
+}
+
+/// The report's head: the culprit, the verdict with its p-values, the
+/// revert line; `md` bolds the culprit for the Markdown report.
+fn report_head(
+    b: &Bisection,
+    oneline: &str,
+    verdict: &str,
+    c: &rule::Confirmed,
+    revert_line: &str,
+    md: bool,
+) -> String {
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "{}first bad commit: {oneline}{}",
+        if md { "**" } else { "" },
+        if md { "**" } else { "" }
     );
-    let text = format!(
-        "{}\n{}\nkernels:\n{}\n\n{}\n{}",
-        wrap(&head(false)),
-        wrap(&format!("board: {board}")),
-        wrap(&kernels.join("\n")),
-        exporter(Format::Text).render(&table),
-        wrap(&tail),
+    let _ = writeln!(
+        s,
+        "{verdict} ({} vs its parent, {} fresh trials each: p(worse) {:.4}, p(better than \
+         the bad state) {:.4}, alpha {})",
+        b.args.decision.metric.label(),
+        b.args.confirm_trials,
+        c.p_culprit_worse,
+        c.p_culprit_better,
+        b.args.decision.alpha
     );
-    let md = format!(
-        "{}\nboard: {board}\n\nkernels:\n\n```\n{}\n```\n\n{}\n{tail}",
-        head(true),
-        kernels.join("\n"),
-        exporter(Format::Markdown).render(&table)
-    );
-    for (name, body) in [("report.txt", &text), ("report.md", &md)] {
-        write_atomic(&b.dir.join(name), body.as_bytes())
+    let _ = writeln!(s, "{revert_line}");
+    s
+}
+
+/// Writes `report.txt` and `report.md` to the bisection's directory, in
+/// that order; the first that fails ends the bisection as bad input.
+fn write_reports(dir: &Path, text: &str, md: &str) -> Result<(), End> {
+    for (name, body) in [("report.txt", text), ("report.md", md)] {
+        write_atomic(&dir.join(name), body.as_bytes())
             .map_err(|e| End::BadInput(format!("writing {name}: {e}")))?;
     }
-    println!("\n{text}");
-    println!(
-        "bisect-run: report in {}",
-        b.dir.join("report.txt").display()
-    );
-    let ok = c.verdict == Confirmation::Confirmed;
-    b.cases.push((
-        "culprit confirmation".into(),
-        (!ok).then(|| verdict.to_string()),
-    ));
-    Ok(ok)
+    Ok(())
 }
 
 /// `text` with every line wrapped at 80 columns (the mail's width), the

@@ -204,22 +204,7 @@ struct Progress<'a> {
 /// Runs the step; see the module documentation.
 pub fn measure(spec: &StepSpec, goal: &Goal) -> StepOutcome {
     let started = Instant::now();
-    let tree = &spec.deploy.tree;
-    let mut record = StepRecord {
-        schema: STEP_SCHEMA.into(),
-        label: spec.label.clone(),
-        commit: git_out(tree, &["rev-parse", "HEAD"]),
-        subject: git_out(tree, &["log", "-1", "--format=%s"]),
-        config: spec.config.clone(),
-        metric: spec.metric.label().into(),
-        started_at: rfc3339(SystemTime::now()),
-        seconds: 0.0,
-        kernel_expected: None,
-        kernel_seen: None,
-        attempts: Vec::new(),
-        trials: Vec::new(),
-        decision: StepDecision::default(),
-    };
+    let mut record = new_record(spec);
     let out = match RunWriter::create(&spec.root, &spec.group, Some(&spec.label)) {
         Ok(o) => o,
         Err(e) => {
@@ -239,72 +224,14 @@ pub fn measure(spec: &StepSpec, goal: &Goal) -> StepOutcome {
         values: Vec::new(),
         record,
     };
-    // Without a deployment there is nothing to redo: one attempt.
-    let attempts = if spec.deploy.command.is_some() {
-        spec.deploy.retries + 1
-    } else {
-        1
-    };
-    let mut last_infra = String::new();
-    let (exit, why, look) = 'attempts: {
-        for n in 1..=attempts {
-            let t0 = Instant::now();
-            let before = p.values.len();
-            let (deployed, end) = attempt(&mut p, n);
-            let (ended, why) = match &end {
-                AttemptEnd::Done(..) => ("measured", None),
-                AttemptEnd::Infra(w) => ("infrastructure", Some(w.clone())),
-                AttemptEnd::Skip(w) => ("skip", Some(w.clone())),
-                AttemptEnd::Interrupted(w) => ("interrupted", Some(w.clone())),
-            };
-            p.record.attempts.push(Attempt {
-                n,
-                deploy: deployed,
-                ended: ended.into(),
-                why,
-                trials: p.values.len() - before,
-                seconds: t0.elapsed().as_secs_f64(),
-            });
-            match end {
-                AttemptEnd::Done(code, look) => break 'attempts (code, None, look),
-                AttemptEnd::Skip(w) => break 'attempts (EXIT_SKIP, Some(w), None),
-                AttemptEnd::Interrupted(w) => break 'attempts (EXIT_INTERRUPTED, Some(w), None),
-                AttemptEnd::Infra(w) => {
-                    eprintln!(
-                        "xtask bisect: attempt {n} of {attempts}: infrastructure failure, not a \
-                         verdict: {w}"
-                    );
-                    last_infra = w;
-                }
-            }
-        }
-        (
-            EXIT_SKIP,
-            Some(format!(
-                "infrastructure failed {attempts} time(s) (retries {}): {last_infra}",
-                spec.deploy.retries
-            )),
-            None,
-        )
-    };
+    let (exit, why, look) = run_attempts(&mut p);
     let mut record = p.record;
     record.trials = p.values;
     record.seconds = started.elapsed().as_secs_f64();
     record.decision = decided_by(goal, exit, why, look.as_ref());
     let run_dir = p.out.dir().to_path_buf();
-    if let Some(mut m) = p.manifest {
-        m.outcome = Some(match exit {
-            EXIT_INTERRUPTED => Outcome::Interrupted {
-                signal: signals::stop_requested().unwrap_or(libc::SIGINT),
-            },
-            EXIT_SKIP | EXIT_ABORT => Outcome::Failed {
-                error: record.decision.why.clone().unwrap_or_default(),
-            },
-            _ => Outcome::Completed,
-        });
-        if let Err(e) = p.out.manifest(&m) {
-            eprintln!("xtask bisect: {e:#}");
-        }
+    if let Some(m) = p.manifest {
+        write_outcome(&p.out, m, exit, &record);
     }
     if let Ok(text) = serde_json::to_string_pretty(&record) {
         if let Err(e) = write_atomic(&run_dir.join(STEP_FILE), text.as_bytes()) {
@@ -315,6 +242,103 @@ pub fn measure(spec: &StepSpec, goal: &Goal) -> StepOutcome {
         exit,
         run_dir: Some(run_dir),
         record,
+    }
+}
+
+/// The step record as it starts: the commit and its subject read from the
+/// tree now, nothing measured yet.
+fn new_record(spec: &StepSpec) -> StepRecord {
+    let tree = &spec.deploy.tree;
+    StepRecord {
+        schema: STEP_SCHEMA.into(),
+        label: spec.label.clone(),
+        commit: git_out(tree, &["rev-parse", "HEAD"]),
+        subject: git_out(tree, &["log", "-1", "--format=%s"]),
+        config: spec.config.clone(),
+        metric: spec.metric.label().into(),
+        started_at: rfc3339(SystemTime::now()),
+        seconds: 0.0,
+        kernel_expected: None,
+        kernel_seen: None,
+        attempts: Vec::new(),
+        trials: Vec::new(),
+        decision: StepDecision::default(),
+    }
+}
+
+/// Attempts until one ends the step or the retries run out: the exit
+/// code, why (for a skip or an interruption) and the rule's last look.
+/// Each attempt is added to the record as it ends.
+fn run_attempts(p: &mut Progress) -> (u8, Option<String>, Option<Look>) {
+    let spec = p.spec;
+    // Without a deployment there is nothing to redo: one attempt.
+    let attempts = if spec.deploy.command.is_some() {
+        spec.deploy.retries + 1
+    } else {
+        1
+    };
+    let mut last_infra = String::new();
+    for n in 1..=attempts {
+        let t0 = Instant::now();
+        let before = p.values.len();
+        let (deployed, end) = attempt(p, n);
+        let (ended, why) = attempt_ended(&end);
+        p.record.attempts.push(Attempt {
+            n,
+            deploy: deployed,
+            ended: ended.into(),
+            why,
+            trials: p.values.len() - before,
+            seconds: t0.elapsed().as_secs_f64(),
+        });
+        match end {
+            AttemptEnd::Done(code, look) => return (code, None, look),
+            AttemptEnd::Skip(w) => return (EXIT_SKIP, Some(w), None),
+            AttemptEnd::Interrupted(w) => return (EXIT_INTERRUPTED, Some(w), None),
+            AttemptEnd::Infra(w) => {
+                eprintln!(
+                    "xtask bisect: attempt {n} of {attempts}: infrastructure failure, not a \
+                     verdict: {w}"
+                );
+                last_infra = w;
+            }
+        }
+    }
+    (
+        EXIT_SKIP,
+        Some(format!(
+            "infrastructure failed {attempts} time(s) (retries {}): {last_infra}",
+            spec.deploy.retries
+        )),
+        None,
+    )
+}
+
+/// How an attempt ended and why, as its [`Attempt`] records them.
+fn attempt_ended(end: &AttemptEnd) -> (&'static str, Option<String>) {
+    match end {
+        AttemptEnd::Done(..) => ("measured", None),
+        AttemptEnd::Infra(w) => ("infrastructure", Some(w.clone())),
+        AttemptEnd::Skip(w) => ("skip", Some(w.clone())),
+        AttemptEnd::Interrupted(w) => ("interrupted", Some(w.clone())),
+    }
+}
+
+/// Records in the run's manifest how the step ended and writes it; a
+/// failure to write is reported, not fatal (the step record still
+/// follows).
+fn write_outcome(out: &RunWriter, mut m: RunManifest, exit: u8, record: &StepRecord) {
+    m.outcome = Some(match exit {
+        EXIT_INTERRUPTED => Outcome::Interrupted {
+            signal: signals::stop_requested().unwrap_or(libc::SIGINT),
+        },
+        EXIT_SKIP | EXIT_ABORT => Outcome::Failed {
+            error: record.decision.why.clone().unwrap_or_default(),
+        },
+        _ => Outcome::Completed,
+    });
+    if let Err(e) = out.manifest(&m) {
+        eprintln!("xtask bisect: {e:#}");
     }
 }
 

@@ -29,10 +29,9 @@ pub struct CheckArgs {
     /// The board.
     #[command(flatten)]
     pub target: TargetArgs,
-    /// Use the board binaries in DIR (for the board's architecture)
-    /// instead of building them.
-    #[arg(long, value_name = "DIR")]
-    pub bin_dir: Option<PathBuf>,
+    /// `--bin-dir`: prebuilt board binaries.
+    #[command(flatten)]
+    pub bins: crate::target::binaries::BinDirArg,
     /// Do not write the knobs: only check that they exist and open for
     /// writing (by default each is written, read back and restored at
     /// once, as `run` validates).
@@ -58,12 +57,12 @@ pub fn run(args: &CheckArgs) -> Result<ExitCode> {
         return bad(m);
     }
     if let Err(e) = crate::deps::ensure(crate::deps::for_run(
-        args.bin_dir.is_some(),
+        args.bins.bin_dir.is_some(),
         s.target.as_ref(),
     )) {
         return Ok(e.report());
     }
-    let mut target = session::open_target(&s, args.bin_dir.clone())?;
+    let mut target = session::open_target(&s, args.bins.bin_dir.clone())?;
     let probe = target.probe()?;
     let mut problems = Vec::new();
     let mut skipped = Vec::new();
@@ -220,11 +219,24 @@ fn render(
             .map(|f| format!(" against {}", f.display()))
             .unwrap_or_default()
     );
+    push_board_rows(&mut out, p);
+    push_kernel_and_playback_rows(&mut out, p, s, &need);
+    push_scheduling_rows(&mut out, p, s, &need);
+    push_interface_rows(&mut out, p, s, &need);
+    if let Some(r) = report {
+        push_knob_rows(&mut out, r);
+    }
+    out
+}
+
+/// The rows of what the board is (architecture) and what it was given
+/// (the board binaries): the scenario asks nothing of either.
+fn push_board_rows(out: &mut String, p: &Probe) {
     let m = &p.machine;
     let ours = crate::board::arch::Arch::from_uname_machine(&m.arch)
         .map_or("none of ours", crate::board::arch::Arch::name);
     row(
-        &mut out,
+        out,
         "architecture",
         &format!(
             "{} (board binaries: {ours}){}",
@@ -242,13 +254,24 @@ fn render(
         "xrun-trial only (xrun-player or xrun-hackbench missing)"
     };
     row(
-        &mut out,
+        out,
         "binaries",
         &format!("{bins} in {}", p.binaries.dir.display()),
         None,
     );
+}
+
+/// The kernel row and the ALSA playback row, each with what the
+/// scenario's configurations need of it when `need` says so.
+fn push_kernel_and_playback_rows(
+    out: &mut String,
+    p: &Probe,
+    s: &Scenario,
+    need: &impl Fn(String) -> Option<String>,
+) {
+    let m = &p.machine;
     row(
-        &mut out,
+        out,
         "kernel",
         &format!("{} {}", m.kernel_release, m.kernel_version),
         need(or_nothing(
@@ -263,7 +286,7 @@ fn render(
         .map(|a| format!("hw:{},{} {}", a.card, a.device, a.id))
         .collect();
     row(
-        &mut out,
+        out,
         "ALSA playback",
         &or_nothing(
             pcms,
@@ -282,13 +305,24 @@ fn render(
             "no device (auto: a card if any, else the virtual sink)",
         )),
     );
+}
+
+/// The rows of what decides when the player runs (RT priority, CPUs,
+/// governors), each with what the configurations need when `need` says so.
+fn push_scheduling_rows(
+    out: &mut String,
+    p: &Probe,
+    s: &Scenario,
+    need: &impl Fn(String) -> Option<String>,
+) {
+    let m = &p.machine;
     let rt = if p.realtime.allowed {
         format!("up to {} ({})", p.realtime.max_priority, p.realtime.reason)
     } else {
         format!("none ({})", p.realtime.reason)
     };
     row(
-        &mut out,
+        out,
         "RT priority",
         &rt,
         need(or_nothing(
@@ -303,7 +337,7 @@ fn render(
     );
     let cpus: Vec<String> = p.allowed_cpus.iter().map(usize::to_string).collect();
     row(
-        &mut out,
+        out,
         "CPUs",
         &format!("{} allowed: {}", cpus.len(), cpus.join(",")),
         need(or_nothing(
@@ -315,7 +349,7 @@ fn render(
     let mut now = now;
     now.dedup();
     row(
-        &mut out,
+        out,
         "governors",
         &if p.available_governors.is_empty() {
             "none (no cpufreq)".to_string()
@@ -336,9 +370,20 @@ fn render(
             "unchanged",
         )),
     );
+}
+
+/// The rows of the kernel interfaces a trial writes to or through
+/// (debugfs, PM-QoS, tmpfs), each with what the configurations need of
+/// it when `need` says so.
+fn push_interface_rows(
+    out: &mut String,
+    p: &Probe,
+    s: &Scenario,
+    need: &impl Fn(String) -> Option<String>,
+) {
     let sd = &p.sched_debug;
     row(
-        &mut out,
+        out,
         "debugfs",
         &format!(
             "{}: {}",
@@ -366,7 +411,7 @@ fn render(
         )),
     );
     row(
-        &mut out,
+        out,
         "PM-QoS",
         &format!(
             "{}: {}",
@@ -383,7 +428,7 @@ fn render(
         )),
     );
     row(
-        &mut out,
+        out,
         "tmpfs",
         &format!(
             "{}: {}",
@@ -397,25 +442,27 @@ fn render(
             "nothing",
         )),
     );
-    if let Some(r) = report {
-        for k in &r.knobs {
-            let back = k
-                .read_back
-                .as_ref()
-                .map(|v| format!(", read back {v}"))
-                .unwrap_or_else(|| ", not written (--read-only)".into());
-            row(
-                &mut out,
-                "knob",
-                &format!(
-                    "{} ({}): {} -> {}{back}",
-                    k.what, k.config, k.found, k.requested
-                ),
-                None,
-            );
-        }
+}
+
+/// A row per knob of the check: the value found, the one requested, and
+/// what was read back after writing it (nothing, read-only).
+fn push_knob_rows(out: &mut String, r: &CheckReport) {
+    for k in &r.knobs {
+        let back = k
+            .read_back
+            .as_ref()
+            .map(|v| format!(", read back {v}"))
+            .unwrap_or_else(|| ", not written (--read-only)".into());
+        row(
+            out,
+            "knob",
+            &format!(
+                "{} ({}): {} -> {}{back}",
+                k.what, k.config, k.found, k.requested
+            ),
+            None,
+        );
     }
-    out
 }
 
 #[cfg(test)]

@@ -136,22 +136,7 @@ fn planned_records(
 }
 
 fn convert(args: &LavaResultsArgs) -> Result<ExitCode> {
-    let (mut log, records_dir) = if args.input.is_dir() {
-        (JobLog::default(), Some(args.input.clone()))
-    } else {
-        let text = std::fs::read_to_string(&args.input)
-            .with_context(|| format!("{}: cannot read", args.input.display()))?;
-        (parse_log(&text), None)
-    };
-    if let Some(r) = &args.results {
-        let text =
-            std::fs::read_to_string(r).with_context(|| format!("{}: cannot read", r.display()))?;
-        log.cases
-            .extend(parse_results_yaml(&text).with_context(|| r.display().to_string())?);
-    }
-    for b in &log.broken {
-        eprintln!("xtask: {}: {b}", args.input.display());
-    }
+    let (log, records_dir) = read_input(args)?;
     let file = scenario_file(args, &log)?;
     let path = match &args.scenario {
         Some(p) => p.clone(),
@@ -179,20 +164,7 @@ fn convert(args: &LavaResultsArgs) -> Result<ExitCode> {
             one_line(&s.name)
         );
     }
-    let measured = records
-        .iter()
-        .filter(|(_, r)| r.measured().is_some())
-        .count();
-    let outcome = if measured == plan.len() {
-        Outcome::Completed
-    } else {
-        Outcome::Failed {
-            error: format!(
-                "{measured} of {} planned trials have a measured record",
-                plan.len()
-            ),
-        }
-    };
+    let outcome = outcome_of(&records, plan.len());
     let first = records
         .iter()
         .map(|(_, r)| r)
@@ -246,6 +218,45 @@ fn convert(args: &LavaResultsArgs) -> Result<ExitCode> {
     } else {
         ExitCode::SUCCESS
     })
+}
+
+/// The job log (empty for a directory of records, whose path comes back
+/// too) with `--results`' cases added; its broken documents are said on
+/// stderr, one line each.
+fn read_input(args: &LavaResultsArgs) -> Result<(JobLog, Option<PathBuf>)> {
+    let (mut log, records_dir) = if args.input.is_dir() {
+        (JobLog::default(), Some(args.input.clone()))
+    } else {
+        let text = std::fs::read_to_string(&args.input)
+            .with_context(|| format!("{}: cannot read", args.input.display()))?;
+        (parse_log(&text), None)
+    };
+    if let Some(r) = &args.results {
+        let text =
+            std::fs::read_to_string(r).with_context(|| format!("{}: cannot read", r.display()))?;
+        log.cases
+            .extend(parse_results_yaml(&text).with_context(|| r.display().to_string())?);
+    }
+    for b in &log.broken {
+        eprintln!("xtask: {}: {b}", args.input.display());
+    }
+    Ok((log, records_dir))
+}
+
+/// How the run ended, as far as the records tell: completed when every
+/// one of the `planned` trials has a measured record.
+fn outcome_of(records: &[(TrialId, TrialRecord)], planned: usize) -> Outcome {
+    let measured = records
+        .iter()
+        .filter(|(_, r)| r.measured().is_some())
+        .count();
+    if measured == planned {
+        Outcome::Completed
+    } else {
+        Outcome::Failed {
+            error: format!("{measured} of {planned} planned trials have a measured record"),
+        }
+    }
 }
 
 /// The scenario: `--scenario`, else the one the definition printed.

@@ -60,10 +60,9 @@ pub struct RunArgs {
     /// Where run directories go (default: <workspace>/results).
     #[arg(long, value_name = "DIR")]
     pub results_dir: Option<PathBuf>,
-    /// Use xrun-trial, xrun-player and xrun-hackbench from DIR instead of
-    /// building them (for a board: binaries for its architecture).
-    #[arg(long, value_name = "DIR")]
-    pub bin_dir: Option<PathBuf>,
+    /// `--bin-dir`: prebuilt board binaries.
+    #[command(flatten)]
+    pub bins: crate::target::binaries::BinDirArg,
     /// Judge the scenario's [gate] table after the run: exit 1 when a
     /// gate failed.
     #[arg(long)]
@@ -157,9 +156,9 @@ impl TargetArgs {
 /// Arguments of `cargo xtask restore`.
 #[derive(clap::Args, Debug)]
 pub struct RestoreArgs {
-    /// Use xrun-trial from DIR instead of building it.
-    #[arg(long, value_name = "DIR")]
-    pub bin_dir: Option<PathBuf>,
+    /// `--bin-dir`: prebuilt board binaries.
+    #[command(flatten)]
+    pub bins: crate::target::binaries::BinDirArg,
     /// Where run directories are (default: <workspace>/results): what a
     /// killed run left half-written there is removed.
     #[arg(long, value_name = "DIR")]
@@ -192,12 +191,12 @@ pub fn restore(args: &RestoreArgs) -> Result<ExitCode> {
         monitor: None,
     };
     if let Err(e) = crate::deps::ensure(crate::deps::for_run(
-        args.bin_dir.is_some(),
+        args.bins.bin_dir.is_some(),
         s.target.as_ref(),
     )) {
         return Ok(e.report());
     }
-    let mut target = session::open_target(&s, args.bin_dir.clone())?;
+    let mut target = session::open_target(&s, args.bins.bin_dir.clone())?;
     s.target = None;
     let restored = target.restore();
     for l in target.finish() {
@@ -252,7 +251,7 @@ pub fn run(args: &RunArgs) -> Result<ExitCode> {
     // Building the binaries (which validation needs: it asks xrun-trial)
     // needs the build prerequisites; the scenario itself was checked above.
     if let Err(e) = crate::deps::ensure(crate::deps::for_run(
-        args.bin_dir.is_some(),
+        args.bins.bin_dir.is_some(),
         on_board.as_ref(),
     )) {
         return Ok(e.report());
@@ -261,7 +260,7 @@ pub fn run(args: &RunArgs) -> Result<ExitCode> {
         file,
         scenario,
         only: &args.only,
-        bin_dir: args.bin_dir.clone(),
+        bin_dir: args.bins.bin_dir.clone(),
         read_only: args.dry_run,
     }) {
         Ok(s) => s,
@@ -303,15 +302,7 @@ pub fn run(args: &RunArgs) -> Result<ExitCode> {
     }
     // Everything after the trials reads back what is on disk: what a later
     // `compare` sees.
-    let (outcome, dir) = match RunDir::read(&run_dir) {
-        Ok(dir) => (outcome, Some(dir)),
-        Err(e) => (
-            Outcome::Failed {
-                error: e.to_string(),
-            },
-            None,
-        ),
-    };
+    let (outcome, dir) = read_back(&run_dir, outcome);
     // How the run ended goes into run.json first: nothing that may fail
     // below (a full disk) may keep it from being recorded.
     manifest.outcome = Some(outcome.clone());
@@ -325,29 +316,79 @@ pub fn run(args: &RunArgs) -> Result<ExitCode> {
             write_errors.extend(write_comparison_and_plots(&out, dir).err());
         }
     }
-    let mut gates_failed = false;
-    if let Some(dir) = &dir {
-        let ran: Vec<&str> = scenario.configs.iter().map(|c| c.name.as_str()).collect();
-        let gates: Vec<_> = gates
-            .into_iter()
-            .filter(|g| ran.contains(&g.config()))
-            .collect();
-        let verdicts = crate::gate::judge(&gates, dir, &baseline);
-        if args.gate || !verdicts.is_empty() {
-            println!();
-        }
-        for v in &verdicts {
-            println!("gate {}: {}", if v.pass { "pass" } else { "FAIL" }, v.line);
-        }
-        if args.gate && verdicts.is_empty() {
-            println!("gate: the scenario has no [gate] table: nothing to fail");
-        }
-        gates_failed = args.gate && !crate::gate::all_pass(&verdicts);
-        if let Some(j) = &args.junit {
-            write_errors.extend(crate::junit::write(j, dir, &verdicts, &manifest.target).err());
-        }
-    }
+    let gates_failed = dir.as_ref().is_some_and(|dir| {
+        judge_gates(
+            args,
+            &scenario,
+            gates,
+            dir,
+            &baseline,
+            &manifest.target,
+            &mut write_errors,
+        )
+    });
     println!("results: {}", run_dir.display());
+    Ok(exit_code(outcome, gates_failed, measured, &write_errors))
+}
+
+/// The run directory `run_dir` read back, with `outcome`; when it cannot
+/// be read, no directory and a failed outcome saying why.
+fn read_back(run_dir: &Path, outcome: Outcome) -> (Outcome, Option<RunDir>) {
+    match RunDir::read(run_dir) {
+        Ok(dir) => (outcome, Some(dir)),
+        Err(e) => (
+            Outcome::Failed {
+                error: e.to_string(),
+            },
+            None,
+        ),
+    }
+}
+
+/// Judges the gates of the configurations that ran on the run `dir` read
+/// back and prints the verdicts; writes the JUnit file when asked (what
+/// fails there joins `write_errors`, said after the outcome). Whether a
+/// gate failed that `--gate` fails the run for.
+fn judge_gates(
+    args: &RunArgs,
+    scenario: &Scenario,
+    gates: Vec<crate::gate::Gate>,
+    dir: &RunDir,
+    baseline: &str,
+    target: &str,
+    write_errors: &mut Vec<anyhow::Error>,
+) -> bool {
+    let ran: Vec<&str> = scenario.configs.iter().map(|c| c.name.as_str()).collect();
+    let gates: Vec<_> = gates
+        .into_iter()
+        .filter(|g| ran.contains(&g.config()))
+        .collect();
+    let verdicts = crate::gate::judge(&gates, dir, baseline);
+    if args.gate || !verdicts.is_empty() {
+        println!();
+    }
+    for v in &verdicts {
+        println!("gate {}: {}", if v.pass { "pass" } else { "FAIL" }, v.line);
+    }
+    if args.gate && verdicts.is_empty() {
+        println!("gate: the scenario has no [gate] table: nothing to fail");
+    }
+    let gates_failed = args.gate && !crate::gate::all_pass(&verdicts);
+    if let Some(j) = &args.junit {
+        write_errors.extend(crate::junit::write(j, dir, &verdicts, target).err());
+    }
+    gates_failed
+}
+
+/// The exit code of a run that ended with `outcome`, with `measured`
+/// trials on disk; says on stderr how it ended, then each of
+/// `write_errors`.
+fn exit_code(
+    outcome: Outcome,
+    gates_failed: bool,
+    measured: usize,
+    write_errors: &[anyhow::Error],
+) -> ExitCode {
     // The first thing that went wrong is said first; what could not be
     // written afterwards (often for the same reason) follows.
     let code = match outcome {
@@ -364,14 +405,14 @@ pub fn run(args: &RunArgs) -> Result<ExitCode> {
             ExitCode::FAILURE
         }
     };
-    for e in &write_errors {
+    for e in write_errors {
         eprintln!("xtask: {e:#}");
     }
-    Ok(if write_errors.is_empty() || code != ExitCode::SUCCESS {
+    if write_errors.is_empty() || code != ExitCode::SUCCESS {
         code
     } else {
         ExitCode::FAILURE
-    })
+    }
 }
 
 /// Prints the summary and writes it (`summary.txt`, `summary.json`).

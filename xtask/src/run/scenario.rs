@@ -979,6 +979,19 @@ fn resolve_target(
             SshTarget::lab(settings, duration, warmup)
         }
     };
+    apply_connection_keys(t, base_dir, &mut out)?;
+    apply_trial_and_boot_keys(t, duration, warmup, &mut out)?;
+    Ok(out)
+}
+
+/// The keys of `[target]` about reaching the board (port, key files,
+/// ssh options, workdir, arch, connect timeout) checked and set on `out`;
+/// an error names the key.
+fn apply_connection_keys(
+    t: &TargetSpec,
+    base_dir: &Path,
+    out: &mut SshTarget,
+) -> Result<(), (&'static str, String)> {
     if t.port == Some(0) {
         return Err(("port", "must be 1 to 65535".into()));
     }
@@ -1022,6 +1035,19 @@ fn resolve_target(
         }
         out.connect_timeout = c;
     }
+    Ok(())
+}
+
+/// The keys of `[target]` about running trials and bringing the board
+/// back or up (trial timeout, retries, reconnect timeout, power cycle,
+/// deploy, boot timeout, expected kernel) checked and set on `out`; an
+/// error names the key.
+fn apply_trial_and_boot_keys(
+    t: &TargetSpec,
+    duration: Span,
+    warmup: Span,
+    out: &mut SshTarget,
+) -> Result<(), (&'static str, String)> {
     if let Some(tt) = t.trial_timeout {
         let trial = Span::from_micros(duration.as_micros() + warmup.as_micros());
         if tt <= trial {
@@ -1064,7 +1090,7 @@ fn resolve_target(
         check_command(k).map_err(|m| ("expect_kernel", m))?;
         out.expect_kernel = Some(k.clone());
     }
-    Ok(out)
+    Ok(())
 }
 
 /// A file on the host named in `[target]`: `~/…` is under $HOME, a

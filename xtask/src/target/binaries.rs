@@ -10,6 +10,16 @@ use anyhow::{bail, Result};
 use crate::board::arch::Arch;
 use crate::board::build::{board_dir, BINARIES};
 
+/// `--bin-dir DIR`, declared once for every verb that runs the board
+/// binaries.
+#[derive(clap::Args, Debug, Clone, Default)]
+pub struct BinDirArg {
+    /// Use xrun-trial, xrun-player and xrun-hackbench from DIR instead of
+    /// building them (for a board: binaries for its architecture).
+    #[arg(long, value_name = "DIR")]
+    pub bin_dir: Option<PathBuf>,
+}
+
 /// The directory holding the board binaries for `arch`: `bin_dir` when
 /// given (the user vouches for its architecture), a release build here
 /// with the player's cargo `features` when `arch` is this machine's, else

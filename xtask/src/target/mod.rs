@@ -378,25 +378,7 @@ pub fn run_trial_on<T: Target + ?Sized>(
             }
         }
         let now = Instant::now();
-        let why = if overflow.passed() {
-            Some(format!(
-                "it sent more than {} MiB (a record, or stderr past {} MiB): cut off",
-                bounded::RECORD_MAX >> 20,
-                bounded::STDERR_MAX >> 20
-            ))
-        } else if let Some(d) = deadline.as_ref().filter(|d| d.passed(now)) {
-            Some(format!(
-                "it ran past its trial_timeout of {} and was stopped on the target",
-                d.describe()
-            ))
-        } else if asked.is_some_and(|t| now - t >= STOP_GRACE + STOP_GRACE) {
-            Some(format!(
-                "it did not stop within {} s of being asked to",
-                (STOP_GRACE + STOP_GRACE).as_secs()
-            ))
-        } else {
-            None
-        };
+        let why = cut_reason(&overflow, deadline.as_ref(), asked, now);
         match (&cut, why) {
             (None, Some(why)) => {
                 if let Some(p) = pid {
@@ -432,6 +414,50 @@ pub fn run_trial_on<T: Target + ?Sized>(
     if let Some((_, why)) = cut {
         return TrialRun::Lost { reason: why, pid };
     }
+    trial_end(target, &out, &spec.trial, status, &tail, pid)
+}
+
+/// Why a trial still running at `now` is to be stopped, if it is: it sent
+/// more than we read (`overflow`), ran past its `deadline`, or did not end
+/// within twice the grace after we `asked` it to.
+fn cut_reason(
+    overflow: &bounded::Overflow,
+    deadline: Option<&Deadline>,
+    asked: Option<Instant>,
+    now: Instant,
+) -> Option<String> {
+    if overflow.passed() {
+        Some(format!(
+            "it sent more than {} MiB (a record, or stderr past {} MiB): cut off",
+            bounded::RECORD_MAX >> 20,
+            bounded::STDERR_MAX >> 20
+        ))
+    } else if let Some(d) = deadline.filter(|d| d.passed(now)) {
+        Some(format!(
+            "it ran past its trial_timeout of {} and was stopped on the target",
+            d.describe()
+        ))
+    } else if asked.is_some_and(|t| now - t >= STOP_GRACE + STOP_GRACE) {
+        Some(format!(
+            "it did not stop within {} s of being asked to",
+            (STOP_GRACE + STOP_GRACE).as_secs()
+        ))
+    } else {
+        None
+    }
+}
+
+/// What a trial of `sent` that ended with `status`, not cut off, amounts to:
+/// the record in its stdout `out`, else lost, with its last stderr lines
+/// (`tail`) when it printed no record and the link's note when there is one.
+fn trial_end<T: Target + ?Sized>(
+    target: &T,
+    out: &[u8],
+    sent: &TrialId,
+    status: Option<std::process::ExitStatus>,
+    tail: &[String],
+    pid: Option<u32>,
+) -> TrialRun {
     let status = status.map_or_else(|| "unknown status".to_string(), |s| s.to_string());
     let lost = |reason: String| TrialRun::Lost {
         reason: match target.link_note() {
@@ -440,7 +466,7 @@ pub fn run_trial_on<T: Target + ?Sized>(
         },
         pid,
     };
-    match record_from(&out, &spec.trial) {
+    match record_from(out, sent) {
         Ok(r) => TrialRun::Record(Box::new(r)),
         Err(RecordRefused::Unread) => lost(format!(
             "xrun-trial ended ({status}) without a record: {}",
