@@ -34,6 +34,8 @@ pub mod results;
 pub mod run;
 #[path = "../../xtask/src/soak.rs"]
 pub mod soak;
+#[path = "../../xtask/src/stats.rs"]
+pub mod stats;
 #[path = "../../xtask/src/target/mod.rs"]
 pub mod target;
 #[path = "../../xtask/src/test.rs"]

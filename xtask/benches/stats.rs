@@ -11,7 +11,7 @@ use std::hint::black_box;
 // xtask is a binary crate: its statistics module (serde only) is compiled
 // into the benchmark as it is.
 #[allow(dead_code, unused_imports)]
-#[path = "../src/compare/stats.rs"]
+#[path = "../src/stats.rs"]
 mod stats;
 
 /// Underrun counts with many ties: 50 values from a small range, from a

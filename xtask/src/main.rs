@@ -16,6 +16,7 @@ mod plot;
 mod results;
 mod run;
 mod soak;
+mod stats;
 mod target;
 mod test;
 mod util;

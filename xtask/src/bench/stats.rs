@@ -1,11 +1,11 @@
 //! The statistics the benchmarks print: medians, paired ratios with a
 //! bootstrap interval, and the verdict read from that interval.
 //!
-//! Descriptive statistics have their home in [`crate::compare::stats`];
+//! Descriptive statistics have their home in [`crate::stats`];
 //! this module adds what only a side-by-side benchmark needs.
 
-use crate::compare::stats::Describe;
-use crate::compare::stats::Rng;
+use crate::stats::Describe;
+use crate::stats::Rng;
 
 /// Median of the finite `values` (mean of the two middle ones for an even
 /// count); `None` when there is none.

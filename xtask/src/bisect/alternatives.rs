@@ -6,7 +6,7 @@
 
 use super::rule::{Decision, Rule};
 use crate::compare::metrics::Direction;
-use crate::compare::stats;
+use crate::stats;
 
 /// A bisect step's rule as the simulation drives it: one look per trial.
 pub trait StepRule {

@@ -6,8 +6,8 @@
 use std::path::PathBuf;
 
 use crate::compare::metrics::{playback_seconds, Metric};
-use crate::compare::stats::Rng;
 use crate::results::RunDir;
+use crate::stats::Rng;
 
 /// One trial as the simulation redraws it.
 #[derive(Debug, Clone)]

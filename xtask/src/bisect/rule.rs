@@ -55,7 +55,7 @@
 //! spent it although any answer is right there.
 
 use crate::compare::metrics::Direction;
-use crate::compare::stats;
+use crate::stats;
 
 /// What the rule says after a look.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

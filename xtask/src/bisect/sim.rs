@@ -29,7 +29,7 @@ use super::alternatives::{Midpoint, PoissonSprt, StepRule};
 use super::population::{self, Population};
 use super::rule::{confirm, Confirmation, Decision, Rule, CONFIRM_TRIALS};
 use crate::compare::metrics::{Direction, Metric};
-use crate::compare::stats::{self, Rng};
+use crate::stats::{self, Rng};
 
 /// Arguments of `cargo xtask bisect-sim`.
 #[derive(clap::Args, Debug)]

@@ -28,7 +28,7 @@
 
 use super::rule::{confirm, Confirmation, Decision, Rule};
 use super::sim::{make_rule, step, RuleKind, Scenario, SimArgs, Source};
-use crate::compare::stats::Rng;
+use crate::stats::Rng;
 
 /// How one bisection ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

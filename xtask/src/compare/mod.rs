@@ -8,7 +8,6 @@
 pub mod export;
 pub mod metrics;
 pub mod sections;
-pub mod stats;
 pub mod table;
 
 use std::path::PathBuf;

@@ -6,7 +6,7 @@
 use serde::Serialize;
 
 use super::metrics::{Direction, Metric};
-use super::stats::{self, Describe};
+use crate::stats::{self, Describe};
 
 /// Which test decides the `*` on the Amean row.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, clap::ValueEnum, Default)]

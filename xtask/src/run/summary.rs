@@ -10,8 +10,8 @@ use std::fmt::Write as _;
 use serde::Serialize;
 
 use crate::compare::metrics::Metric;
-use crate::compare::stats::Describe;
 use crate::results::{LoadError, Outcome, RunDir};
+use crate::stats::Describe;
 
 /// One measured trial's value of every metric (`null` where the trial
 /// does not have it: no load, no wake-up recorded).

@@ -1,8 +1,11 @@
-//! The statistics behind the tables and the bisect verdict, written out
-//! (they are small) rather than pulled from a crate: descriptive statistics
-//! as mmtests prints them, Mann–Whitney U (exact or normal), Welch's t,
-//! mmtests' confidence-interval rule, and the per-look levels of the
-//! group-sequential Mann–Whitney test that `bisect` runs.
+//! The statistics behind the comparison tables, a run's summary, the
+//! benchmarks and the bisect verdict — one home for all of them:
+//! descriptive statistics as mmtests prints them, Mann–Whitney U (exact or
+//! normal), Welch's t, mmtests' confidence-interval rule, the sign test,
+//! and the per-look levels of the group-sequential tests that `bisect`
+//! runs. The tests are written out here, where their conventions (ties,
+//! exact against normal, mmtests' formulas) are ours to state; the special
+//! functions under them (erfc, the incomplete beta) come from statrs.
 //!
 //! Nothing here returns NaN: an undefined figure is `None`. The percent
 //! differences may be infinite: that is what mmtests' formulas give against
