@@ -1,0 +1,333 @@
+//! The scenario file: what the user writes (TOML, every table closed with
+//! `deny_unknown_fields`), and the resolved form the runner executes (each
+//! configuration with its `[audio]` and `[load]` overrides merged and every
+//! default filled in). Checks that need no system access live here; those
+//! that look at the machine live in `validate`.
+//!
+//! `file` is what the user writes, `resolve` what the runner executes,
+//! `target` the board it runs on.
+
+use std::path::Path;
+
+pub use xrunbench_schema::trial::KnobSpec;
+
+mod file;
+mod resolve;
+mod target;
+
+pub use file::*;
+pub use resolve::*;
+pub use target::*;
+
+/// A problem with the scenario file: one line, naming the file and where.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct ScenarioError(pub String);
+
+/// Reads, parses and resolves a scenario; checks needing no system access.
+pub fn load(path: &Path) -> Result<(ScenarioFile, Scenario), ScenarioError> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| ScenarioError(format!("{}: cannot read: {e}", path.display())))?;
+    let file = parse(path, &text)?;
+    let scenario = resolve(path, &file)?;
+    // Gates are judged after the run; a bad one is bad input now.
+    crate::gate::resolve(path, &file, &scenario)?;
+    Ok((file, scenario))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::run::units::Span;
+    use xrunbench_schema::Priority;
+
+    fn parse_str(text: &str) -> Result<Scenario, String> {
+        let p = Path::new("s.toml");
+        parse(p, text).and_then(|f| resolve(p, &f)).map_err(|e| e.0)
+    }
+
+    const MIN: &str = "name = \"x\"\n[audio]\ngenerate = {}\n[[config]]\nname = \"a\"\n";
+
+    #[test]
+    fn minimal_scenario_gets_defaults() {
+        let s = parse_str(MIN).unwrap();
+        assert_eq!(s.trials, DEFAULT_TRIALS);
+        assert_eq!(s.duration, DEFAULT_DURATION);
+        assert_eq!(s.order, Order::Interleaved);
+        assert!(s.configs[0].load.is_none());
+        let AudioSource::Generate(t) = &s.configs[0].audio.source else {
+            panic!()
+        };
+        assert_eq!((t.rate, t.channels, t.seconds), (48_000, 2, Some(10.0)));
+    }
+
+    #[test]
+    fn unknown_key_names_line_and_column() {
+        let e = parse_str("name = \"x\"\n\n[audio]\n  bufer_time = \"20ms\"\n").unwrap_err();
+        assert!(
+            e.starts_with("s.toml:4:3: unknown field `bufer_time`"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn overrides_merge_field_by_field() {
+        let s = parse_str(
+            "name = \"x\"\nduration = \"5s\"\n[audio]\ngenerate = {}\npriority = \"other\"\nbuffer_time = \"20ms\"\n\
+             [load]\nhackbench = { groups = 4 }\n\
+             [[config]]\nname = \"a\"\n\
+             [[config]]\nname = \"b\"\nload = \"none\"\n[config.audio]\npriority = \"fifo:80\"\n\
+             [[config]]\nname = \"c\"\n[config.load]\nhackbench = { loops = 7 }\n",
+        )
+        .unwrap();
+        let [a, b, c] = &s.configs[..] else { panic!() };
+        assert_eq!(a.audio.priority, Some(Priority::Other(None)));
+        assert_eq!(b.audio.priority, Some(Priority::Fifo(80)));
+        assert_eq!(b.audio.buffer_time, Some(Span::from_micros(20_000)));
+        assert_eq!(a.load.as_ref().unwrap().hackbench.groups, 4);
+        assert!(b.load.is_none());
+        let hc = &c.load.as_ref().unwrap().hackbench;
+        assert_eq!((hc.groups, hc.loops, hc.fds), (4, 7, 20));
+    }
+
+    #[test]
+    fn knobs_keep_file_order_by_kind() {
+        let s = parse_str(&format!(
+            "{MIN}sysctl = {{ \"kernel.sched_autogroup_enabled\" = 0 }}\nsched_features = [\"NO_NEXT_BUDDY\"]\ngovernor = \"performance\"\n"
+        ))
+        .unwrap();
+        assert_eq!(
+            s.configs[0].knobs,
+            vec![
+                KnobSpec::Sysctl {
+                    name: "kernel.sched_autogroup_enabled".into(),
+                    value: "0".into()
+                },
+                KnobSpec::SchedFeature {
+                    word: "NO_NEXT_BUDDY".into()
+                },
+                KnobSpec::Governor {
+                    value: "performance".into()
+                },
+            ]
+        );
+    }
+
+    /// A scenario with a bit of everything the fingerprint covers.
+    const FULL: &str = "name = \"x\"\ndescription = \"d\"\ntrials = 4\nduration = \"5s\"\nwarmup = \"1s\"\n\
+        [audio]\ngenerate = { tone_hz = 440, seconds = 10 }\nbackend = \"virtual\"\nbuffer_time = \"20ms\"\npriority = \"fifo:80\"\n\
+        [load]\nhackbench = { groups = 4 }\n\
+        [[config]]\nname = \"a\"\nsysctl = { \"kernel.sched_autogroup_enabled\" = 0 }\n";
+
+    fn fingerprint_of(text: &str) -> ScenarioFingerprint {
+        let s = parse_str(text).unwrap();
+        s.fingerprint(&s.configs[0].name).unwrap()
+    }
+
+    #[test]
+    fn fingerprint_ignores_names_counts_and_order() {
+        let base = fingerprint_of(FULL);
+        let renamed = FULL
+            .replace("name = \"x\"", "name = \"y\"")
+            .replace("name = \"a\"", "name = \"b\"\nkernel = \"6.6.0\"")
+            .replace("description = \"d\"", "description = \"other words\"")
+            .replace("trials = 4", "trials = 9\norder = \"blocked\"");
+        assert_eq!(fingerprint_of(&renamed), base);
+        // Another file, elsewhere, same meaning (1000ms is 1s).
+        let p = Path::new("/elsewhere/other-name.toml");
+        let moved = resolve(p, &parse(p, &FULL.replace("\"1s\"", "\"1000ms\"")).unwrap()).unwrap();
+        assert_eq!(moved.fingerprint("a").unwrap(), base);
+        assert!(moved.fingerprint("nope").is_none());
+    }
+
+    #[test]
+    fn fingerprint_names_each_difference() {
+        let base = fingerprint_of(FULL);
+        for (edit, key) in [
+            (("duration = \"5s\"", "duration = \"6s\""), "duration"),
+            (("warmup = \"1s\"", "warmup = \"2s\""), "warmup"),
+            (("tone_hz = 440", "tone_hz = 441"), "audio.source"),
+            (
+                ("buffer_time = \"20ms\"", "buffer_time = \"40ms\""),
+                "audio.buffer_time",
+            ),
+            (
+                ("priority = \"fifo:80\"", "priority = \"other\""),
+                "audio.priority",
+            ),
+            (
+                ("backend = \"virtual\"", "backend = \"alsa\""),
+                "audio.backend",
+            ),
+            (
+                ("[load]\n", "[load]\nstart_delay = \"1s\"\n"),
+                "load.start_delay",
+            ),
+            (("groups = 4", "groups = 5"), "load.hackbench"),
+            (("hackbench = { groups = 4 }", ""), "load"),
+            (("= 0 }", "= 1 }"), "knobs"),
+            (
+                (
+                    "name = \"a\"",
+                    "name = \"a\"\npm_qos_cpu_dma_latency_us = 0",
+                ),
+                "pm_qos_cpu_dma_latency_us",
+            ),
+        ] {
+            let other = fingerprint_of(&FULL.replace(edit.0, edit.1));
+            assert_eq!(base.differences(&other), vec![key], "{edit:?}");
+            assert_eq!(other.differences(&base), vec![key], "{edit:?}");
+        }
+        assert!(base.differences(&base).is_empty());
+    }
+
+    #[test]
+    fn fingerprint_of_a_wav_is_relative_to_the_scenario() {
+        let text = "name = \"x\"\n[audio]\nfile = \"wav/a.wav\"\n[[config]]\nname = \"a\"\n";
+        let at = |p: &str| {
+            let p = Path::new(p);
+            resolve(p, &parse(p, text).unwrap())
+                .unwrap()
+                .fingerprint("a")
+                .unwrap()
+        };
+        let here = at("/home/me/bench/s.toml");
+        assert_eq!(here, at("/srv/ci/checkout/s.toml"));
+        assert_eq!(here, at("s.toml"));
+        assert_eq!(here.audio.source, AudioSource::File("wav/a.wav".into()));
+    }
+
+    #[test]
+    fn resolved_scenario_reads_back_from_run_json_with_the_same_fingerprint() {
+        let s = parse_str(FULL).unwrap();
+        let json = serde_json::to_string(&s).unwrap();
+        let back: Scenario = serde_json::from_str(&json).unwrap();
+        assert_eq!(back.fingerprint("a"), s.fingerprint("a"));
+    }
+    #[test]
+    fn target_gets_its_defaults_and_stays_out_of_the_fingerprint() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("lab_key"), "k").unwrap();
+        let p = dir.path().join("s.toml");
+        let text = format!(
+            "{MIN}[target]\nssh = \"root@rpi4.lab\"\nidentity = \"lab_key\"\n\
+             options = [\"ProxyJump=gw\"]\n"
+        );
+        let s = resolve(&p, &parse(&p, &text).unwrap()).unwrap();
+        let t = s.target.clone().unwrap();
+        assert_eq!(t.destination, "root@rpi4.lab");
+        assert_eq!(
+            t.identity.as_deref(),
+            Some(dir.path().join("lab_key").as_path())
+        );
+        assert_eq!(
+            (t.workdir.as_str(), t.arch.as_str()),
+            (DEFAULT_WORKDIR, "auto")
+        );
+        assert_eq!(
+            (t.retries, t.connect_timeout),
+            (DEFAULT_RETRIES, DEFAULT_CONNECT_TIMEOUT)
+        );
+        // 2 × (10 s + 1 s) + 60 s.
+        assert_eq!(t.trial_timeout, Span::from_secs(82));
+        assert_eq!(t.options, ["ProxyJump=gw"]);
+        assert_eq!(t.power_cycle, None);
+        let here = parse_str(MIN).unwrap();
+        assert_eq!(s.fingerprint("a"), here.fingerprint("a"));
+        let back: Scenario = serde_json::from_str(&serde_json::to_string(&s).unwrap()).unwrap();
+        assert_eq!(back.target, s.target);
+    }
+
+    #[test]
+    fn target_errors_name_the_key() {
+        for (table, want) in [
+            (
+                "ssh = \"b\"\nport = 0",
+                "s.toml: target.port: must be 1 to 65535",
+            ),
+            (
+                "ssh = \"b\"\nidentity = \"/no/such/key\"",
+                "target.identity: /no/such/key: no such file",
+            ),
+            (
+                "ssh = \"b\"\nworkdir = \"~/x\"",
+                "target.workdir: `~/x`: `~` is not expanded",
+            ),
+            (
+                "ssh = \"b\"\noptions = [\"ControlPath=/x\"]",
+                "xrunbench sets ControlPath itself",
+            ),
+            (
+                "ssh = \"b c\"",
+                "target.ssh: `b c` is not an ssh destination",
+            ),
+            (
+                "ssh = \"b\"\nconnect_timeout = \"10ms\"",
+                "target.connect_timeout: 10ms is outside 1s..1h",
+            ),
+            (
+                "ssh = \"b\"\npower_cycle = \" \"",
+                "target.power_cycle: is empty",
+            ),
+            (
+                "ssh = \"b\"\ndeploy = \" \"",
+                "target.deploy: must be a shell command",
+            ),
+            (
+                "ssh = \"b\"\nboot_timeout = \"0s\"",
+                "target.boot_timeout: 0ms is outside 1s..24h",
+            ),
+            (
+                "ssh = \"b\"\nexpect_kernel = \"\"",
+                "target.expect_kernel: must be a shell command",
+            ),
+        ] {
+            let e = parse_str(&format!("{MIN}[target]\n{table}\n")).unwrap_err();
+            assert!(e.contains(want), "{e}");
+        }
+    }
+
+    #[test]
+    fn monitor_table_resolves_to_cyclictests_defaults_and_errors_name_the_key() {
+        let s = parse_str(&format!("{MIN}[monitor]\ntrace = true\n")).unwrap();
+        let m = s.monitor.clone().unwrap();
+        assert_eq!(
+            (m.priority, m.interval_us, m.threshold_us),
+            (99, 1000, 1000)
+        );
+        assert!(m.latency && m.trace);
+        let s2 = parse_str(&format!(
+            "{MIN}[monitor]\ncpus = \"1\"\ninterval = \"500us\"\nthreshold = \"2ms\"\n"
+        ))
+        .unwrap();
+        let m2 = s2.monitor.clone().unwrap();
+        assert_eq!((m2.interval_us, m2.threshold_us), (500, 2000));
+        assert_eq!(m2.cpus.unwrap().cpus(), &[1]);
+        assert!(
+            s.fingerprint("a")
+                .unwrap()
+                .differences(&s2.fingerprint("a").unwrap())
+                == ["monitor"]
+        );
+        assert!(parse_str(MIN).unwrap().monitor.is_none());
+        for (table, want) in [
+            (
+                "priority = 0",
+                "s.toml: monitor.priority: 0 is not a SCHED_FIFO priority",
+            ),
+            (
+                "interval = \"10us\"",
+                "monitor.interval: 10 us must be between",
+            ),
+            ("latency = false", "monitor.latency: false with trace false"),
+            (
+                "trace_buffer_kb = 1",
+                "monitor.trace_buffer_kb: 1 must be between",
+            ),
+            ("bogus = 1", "unknown field `bogus`"),
+        ] {
+            let e = parse_str(&format!("{MIN}[monitor]\n{table}\n")).unwrap_err();
+            assert!(e.contains(want), "{e}");
+        }
+    }
+}
