@@ -59,7 +59,7 @@ pub struct BisectArgs {
     /// How a step decides.
     #[command(flatten)]
     pub decision: Decision,
-    /// Where the step's run directory goes (default: <workspace>/results).
+    /// Where the step's run directory goes (default: results/ in the current directory).
     #[arg(long, value_name = "DIR")]
     pub results_dir: Option<PathBuf>,
     /// `--bin-dir`: prebuilt board binaries.

@@ -88,7 +88,7 @@ pub struct BisectRunArgs {
     /// revert applies cleanly), in a temporary worktree.
     #[arg(long)]
     pub confirm_revert: bool,
-    /// Where the bisection's directory goes (default: <workspace>/results).
+    /// Where the bisection's directory goes (default: results/ in the current directory).
     #[arg(long, value_name = "DIR")]
     pub results_dir: Option<PathBuf>,
     /// `--bin-dir`: prebuilt board binaries.

@@ -51,7 +51,7 @@ pub struct LavaResultsArgs {
     /// The server's results YAML export, to check its measurements too.
     #[arg(long, value_name = "FILE")]
     pub results: Option<PathBuf>,
-    /// Where run directories go (default: <workspace>/results).
+    /// Where run directories go (default: results/ in the current directory).
     #[arg(long, value_name = "DIR")]
     pub results_dir: Option<PathBuf>,
     /// Appended to the run directory's name (default `lava`).

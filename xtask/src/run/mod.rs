@@ -57,7 +57,7 @@ pub struct RunArgs {
     /// Print the plan, the knob changes and the command lines; run nothing.
     #[arg(long)]
     pub dry_run: bool,
-    /// Where run directories go (default: <workspace>/results).
+    /// Where run directories go (default: results/ in the current directory).
     #[arg(long, value_name = "DIR")]
     pub results_dir: Option<PathBuf>,
     /// `--bin-dir`: prebuilt board binaries.
@@ -159,7 +159,7 @@ pub struct RestoreArgs {
     /// `--bin-dir`: prebuilt board binaries.
     #[command(flatten)]
     pub bins: crate::target::binaries::BinDirArg,
-    /// Where run directories are (default: <workspace>/results): what a
+    /// Where run directories are (default: results/ in the current directory): what a
     /// killed run left half-written there is removed.
     #[arg(long, value_name = "DIR")]
     pub results_dir: Option<PathBuf>,
