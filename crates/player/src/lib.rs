@@ -482,10 +482,10 @@ fn add_feeder_scheduling(
     affinity: &mut String,
     feeder: &(Option<String>, Option<String>),
 ) {
-    if let (Some(p), _) = feeder {
+    if let Some(p) = &feeder.0 {
         *priority = format!("{priority} (writer); {p} (device callback thread)");
     }
-    if let (_, Some(a)) = feeder {
+    if let Some(a) = &feeder.1 {
         *affinity = format!("{affinity} (writer); {a} (device callback thread)");
     }
 }

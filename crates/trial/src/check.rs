@@ -89,27 +89,11 @@ fn check_player(
     problem: &mut impl FnMut(Option<&str>, String),
 ) {
     if let Some(cpus) = &s.player.cpu {
-        if let Some(bad) = cpus.cpus().iter().find(|n| !allowed.contains(n)) {
-            problem(
-                Some("player.cpu"),
-                format!(
-                    "CPU {bad} is not available here (allowed: {})",
-                    list(allowed)
-                ),
-            );
-        }
+        check_cpus("player.cpu", cpus.cpus(), allowed, problem);
     }
-    if let Some(n) = s.player.priority.and_then(|p| p.rt_priority()) {
-        if n > rt.max_priority {
-            problem(
-                Some("player.priority"),
-                format!(
-                    "{} is not permitted here ({}: real-time priorities up to {}); run as root or raise RLIMIT_RTPRIO",
-                    s.player.priority.map(|p| p.to_string()).unwrap_or_default(),
-                    rt.reason,
-                    rt.max_priority
-                ),
-            );
+    if let Some(p) = s.player.priority {
+        if let Some(n) = p.rt_priority() {
+            check_rt_priority("player.priority", &p.to_string(), n, rt, problem);
         }
     }
 }
@@ -125,24 +109,47 @@ fn check_monitor(
 ) {
     if let Some(m) = s.monitor.as_ref().filter(|m| m.latency) {
         let asked = m.cpus.as_ref().map(|c| c.cpus()).unwrap_or_default();
-        if let Some(bad) = asked.iter().find(|n| !allowed.contains(n)) {
-            problem(
-                Some("monitor.cpus"),
-                format!(
-                    "CPU {bad} is not available here (allowed: {})",
-                    list(allowed)
-                ),
-            );
-        }
-        if m.priority > rt.max_priority {
-            problem(
-                Some("monitor.priority"),
-                format!(
-                    "SCHED_FIFO {} is not permitted here ({}: real-time priorities up to {}); run as root or raise RLIMIT_RTPRIO",
-                    m.priority, rt.reason, rt.max_priority
-                ),
-            );
-        }
+        check_cpus("monitor.cpus", asked, allowed, problem);
+        let shown = format!("SCHED_FIFO {}", m.priority);
+        check_rt_priority("monitor.priority", &shown, m.priority, rt, problem);
+    }
+}
+
+/// `field`'s CPUs `asked` are all among those this process may use.
+fn check_cpus(
+    field: &str,
+    asked: &[usize],
+    allowed: &[usize],
+    problem: &mut impl FnMut(Option<&str>, String),
+) {
+    if let Some(bad) = asked.iter().find(|n| !allowed.contains(n)) {
+        problem(
+            Some(field),
+            format!(
+                "CPU {bad} is not available here (allowed: {})",
+                list(allowed)
+            ),
+        );
+    }
+}
+
+/// `field`'s real-time priority `n` (`shown` as the user wrote it) is
+/// within what this process may set.
+fn check_rt_priority(
+    field: &str,
+    shown: &str,
+    n: u8,
+    rt: &RealtimeProbe,
+    problem: &mut impl FnMut(Option<&str>, String),
+) {
+    if n > rt.max_priority {
+        problem(
+            Some(field),
+            format!(
+                "{shown} is not permitted here ({}: real-time priorities up to {}); run as root or raise RLIMIT_RTPRIO",
+                rt.reason, rt.max_priority
+            ),
+        );
     }
 }
 
