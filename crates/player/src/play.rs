@@ -183,6 +183,9 @@ struct Player<'a> {
     /// Our prediction of the moment the queue runs dry.
     dry_at: Option<MonoNs>,
     queued_us: Option<u64>,
+    /// A write that came back after `dry_at`: by our clock the queue ran
+    /// dry then, though the device may not say so until a later call.
+    overdue: Option<Overdue>,
     pending: Option<Pending>,
     events: Vec<Underrun>,
     near_miss: NearMiss,
@@ -196,6 +199,15 @@ struct Player<'a> {
     device_events: Vec<Underrun>,
     /// The underrun lines' rate limit.
     lines: Lines,
+}
+
+/// The dry moment a late write overran, and what was queued before it.
+#[derive(Debug, Clone, Copy)]
+struct Overdue {
+    dry_at: MonoNs,
+    queued_us: Option<u64>,
+    /// Frames written when it was noticed (it expires a buffer later).
+    frames_written: u64,
 }
 
 enum Step {
@@ -293,6 +305,7 @@ impl<'a> Player<'a> {
             start: clock::now(),
             dry_at: None,
             queued_us: None,
+            overdue: None,
             pending: None,
             events: Vec::with_capacity(1024),
             near_miss: NearMiss::new(),
@@ -447,6 +460,7 @@ impl<'a> Player<'a> {
 
     fn after_write(&mut self) {
         let now = clock::now();
+        self.note_overdue(now);
         if let Some(queued) = self.sink.delay() {
             self.dry_at = Some(now + frames_to_ns(queued.max(0), self.rate));
             self.queued_us = Some(frames_to_ns(queued.max(0), self.rate) as u64 / 1000);
@@ -454,6 +468,34 @@ impl<'a> Player<'a> {
         if self.pending.is_some() && self.sink.is_running() {
             let pending = self.pending.take().expect("checked above");
             self.complete(pending, now);
+        }
+    }
+
+    /// Keeps the predicted dry moment when a write came back after it.
+    ///
+    /// A plugin PCM (jack's ioplug) notices an underrun in its own thread:
+    /// a writer preempted past the dry moment can have its next write
+    /// accepted and a full queue reported, and only the call after that
+    /// fails with EPIPE, when the fresh prediction lies in the future. The
+    /// underrun began at the old prediction; it is kept for an EPIPE within
+    /// the next buffer's worth of frames, and forgotten after that (the
+    /// device played on: by its account there was no underrun).
+    fn note_overdue(&mut self, now: MonoNs) {
+        if self
+            .overdue
+            .is_some_and(|o| self.frames_written > o.frames_written + self.buffer as u64)
+        {
+            self.overdue = None;
+        }
+        match self.dry_at {
+            Some(dry) if self.overdue.is_none() && dry < now => {
+                self.overdue = Some(Overdue {
+                    dry_at: dry,
+                    queued_us: self.queued_us,
+                    frames_written: self.frames_written,
+                });
+            }
+            _ => {}
         }
     }
 
@@ -465,9 +507,16 @@ impl<'a> Player<'a> {
     fn on_underrun(&mut self, file_frame: u64, file_loop: u64) -> Result<Step, PlayError> {
         let now = clock::now();
         let stamp = self.sink.xrun_stamp().stopped_at;
+        let overdue = self.overdue.take();
+        // Our own prediction: a write that came back late saw the queue run
+        // dry first; else the prediction after the last write.
+        let (predicted, queued_before_us) = match overdue {
+            Some(o) => (Some(o.dry_at), o.queued_us),
+            None => (self.dry_at, self.queued_us),
+        };
         let (began, clock_used, trusted) = match stamp {
             Some(t) if self.plausible(t, now) => (t, self.device_clock, true),
-            _ => match self.dry_at {
+            _ => match predicted {
                 Some(t) if self.plausible(t, now) => (t, ClockSource::Player, true),
                 // No figure we could trust: the gap runs from now, and the
                 // "at least" figure is left out rather than invented.
@@ -487,7 +536,7 @@ impl<'a> Player<'a> {
             clock: clock_used,
             file_frame,
             file_loop,
-            queued_before_us: self.queued_us,
+            queued_before_us,
         };
         self.dry_at = None;
         if self.opts.fatal_errors {
@@ -566,6 +615,143 @@ fn device_event_line(e: &Underrun) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::sink::XrunStamp;
+    use xrunbench_schema::trial::ToneSpec;
+    use xrunbench_schema::{Backend, SampleFormat};
+
+    const RATE: u32 = 48_000;
+    // A long buffer, so that only the scripted late write can come back
+    // after the dry moment: any other write would have to be kept off the
+    // CPU for 750 ms, far beyond a busy machine's scheduling delays.
+    const BUFFER: u64 = 48_000; // 1 s
+    const PERIOD: u64 = 12_000; // 250 ms
+
+    /// What a plugin PCM (jack's ioplug) did when its writer was preempted
+    /// past the dry moment: write number `late` comes back `late_ms` late
+    /// and is accepted, `delay` then reports a full queue, and EPIPE comes
+    /// only `epipe_after` writes later. Before and after, every write is
+    /// accepted at once with three periods queued.
+    struct LaggingPlugin {
+        setup: Setup,
+        frame_bytes: usize,
+        writes: usize,
+        late: usize,
+        late_ms: u64,
+        epipe_after: usize,
+        queued: i64,
+    }
+
+    impl LaggingPlugin {
+        fn new(late: usize, late_ms: u64, epipe_after: usize) -> Self {
+            LaggingPlugin {
+                setup: Setup {
+                    backend: Backend::Alsa,
+                    device: "lagging-plugin".into(),
+                    hardware: false,
+                    clock: ClockSource::Player,
+                    format: SampleFormat::S16Le,
+                    rate: RATE,
+                    channels: 1,
+                    buffer_frames: BUFFER,
+                    period_frames: PERIOD,
+                    start_threshold: BUFFER,
+                    stop_threshold: BUFFER,
+                    notes: Vec::new(),
+                },
+                frame_bytes: 2,
+                writes: 0,
+                late,
+                late_ms,
+                epipe_after,
+                queued: (BUFFER - PERIOD) as i64,
+            }
+        }
+    }
+
+    impl Sink for LaggingPlugin {
+        fn setup(&self) -> &Setup {
+            &self.setup
+        }
+        fn wait(&mut self) -> Result<(), SinkError> {
+            Ok(())
+        }
+        fn write(&mut self, data: &[u8]) -> Result<usize, SinkError> {
+            let k = self.writes;
+            self.writes += 1;
+            self.queued = (BUFFER - PERIOD) as i64;
+            if k == self.late {
+                std::thread::sleep(std::time::Duration::from_millis(self.late_ms));
+                self.queued = BUFFER as i64;
+            } else if k == self.late + self.epipe_after {
+                return Err(SinkError::Xrun);
+            }
+            Ok(data.len() / self.frame_bytes)
+        }
+        fn delay(&mut self) -> Option<i64> {
+            Some(self.queued)
+        }
+        fn is_running(&mut self) -> bool {
+            true
+        }
+        fn xrun_stamp(&mut self) -> XrunStamp {
+            XrunStamp { stopped_at: None }
+        }
+        fn recover(&mut self) -> Result<(), SinkError> {
+            Ok(())
+        }
+        fn finish(&mut self, _immediately: bool) -> Result<(), SinkError> {
+            Ok(())
+        }
+        fn describe(&mut self) -> String {
+            String::new()
+        }
+    }
+
+    fn play_into(sink: &mut LaggingPlugin) -> PlayOutcome {
+        let dir = tempfile::tempdir().unwrap();
+        let wav = dir.path().join("tone.wav");
+        let tone = ToneSpec {
+            rate: RATE,
+            channels: 1,
+            format: SampleFormat::S16Le,
+            ..ToneSpec::default()
+        };
+        xrunbench_wav::tone::write_tone(&wav, &tone, 0.5).unwrap();
+        let mut stream = WavStream::open(&wav).unwrap();
+        let opts = PlayOptions {
+            duration_s: Some(20.0),
+            quiet: true,
+            ..PlayOptions::default()
+        };
+        play(sink, &mut stream, &opts, &AtomicBool::new(false)).unwrap()
+    }
+
+    #[test]
+    fn an_underrun_a_plugin_reports_a_write_late_starts_when_the_late_write_ran_dry() {
+        // Write 8 comes back 800 ms late with 750 ms queued before it: the
+        // queue ran dry 50 ms (at least) before the writer was back, though
+        // EPIPE comes one write later.
+        let mut sink = LaggingPlugin::new(8, 800, 1);
+        let out = play_into(&mut sink);
+        assert_eq!(out.events.len(), 1, "{:#?}", out.events);
+        let e = &out.events[0];
+        assert_eq!(e.gap_clock, ClockSource::Player);
+        assert_eq!(e.queued_before_us, Some(750_000), "{e:#?}");
+        assert!(e.at_least_ms.is_some_and(|v| v >= 50.0), "{e:#?}");
+        assert!(e.gap_ms >= 50.0, "{e:#?}");
+    }
+
+    #[test]
+    fn a_late_write_the_device_played_through_is_forgotten_a_buffer_later() {
+        // EPIPE 40 writes (10 buffers) after the late write: the device
+        // played on through it, so that dry moment is no longer this
+        // underrun's start, and with the fresh prediction in the future
+        // there is no figure to trust.
+        let mut sink = LaggingPlugin::new(8, 800, 40);
+        let out = play_into(&mut sink);
+        assert_eq!(out.events.len(), 1, "{:#?}", out.events);
+        assert_eq!(out.events[0].at_least_ms, None, "{:#?}", out.events[0]);
+    }
 
     #[test]
     fn parses_stall_specs() {
