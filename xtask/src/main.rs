@@ -1,27 +1,17 @@
-//! `cargo xtask <verb>`: xrunbench's project automation and runner.
+//! `cargo xtask <verb>`: xrunbench's project automation (test, lint,
+//! bench, fuzz, soak, the board stage), and the product's verbs forwarded
+//! to the host library (`run`, `compare`, `bisect-run`, …: the same as
+//! the `xrunbench` binary's).
 //!
 //! Only argument parsing lives here; each verb is a module.
 
 mod bench;
-mod bisect;
-mod board;
-mod compare;
-mod deps;
 mod fuzz;
-mod gate;
-mod junit;
-mod lab;
-mod lava;
-mod plot;
-mod results;
-mod run;
 mod soak;
-mod stats;
-mod target;
 mod test;
-mod util;
 
 use clap::{Parser, Subcommand};
+use xrunbench_host::{bisect, board, exit_code, parse_command_line, Verb as ProductVerb};
 
 #[derive(Parser)]
 #[command(
@@ -42,31 +32,12 @@ enum Verb {
     Lint(test::LintArgs),
     /// Benchmark against the reference tools (aplay, rt-tests hackbench).
     Bench(bench::BenchArgs),
-    /// Run a scenario file (configurations × trials).
-    Run(run::RunArgs),
-    /// Restore knobs a killed trial left changed (`xrun-trial restore`),
-    /// here or on a board (--target).
-    Restore(run::RestoreArgs),
+    #[command(flatten)]
+    Product(Box<ProductVerb>),
     /// Boards: `board build` (the board binaries, cross-built for aarch64
     /// and armv7), `board check` (what a board offers against what a
     /// scenario needs), `board test` (the suite's board stage).
-    Board(board::BoardArgs),
-    /// Compare run directories: mmtests-style table with significance.
-    Compare(compare::CompareArgs),
-    /// SVG plots of a run directory (fill CDF, underrun gaps, hackbench).
-    Plot(plot::PlotArgs),
-    /// The VM lab: `lab kernel` fetches a kernel to boot as a board.
-    Lab(lab::LabArgs),
-    /// A LAVA test definition (and a job for an SSH board) that runs a
-    /// scenario's trials on the board with no host in the loop.
-    Lava(lava::LavaArgs),
-    /// A LAVA job's log (or records) back into a run directory.
-    LavaResults(lava::results::LavaResultsArgs),
-    /// One `git bisect run` step: exit 0 good, 1 bad, 125 skip.
-    Bisect(bisect::BisectArgs),
-    /// The whole bisection on a board: endpoints confirmed, `git bisect
-    /// run` with a deploying step, the culprit confirmed, the report.
-    BisectRun(bisect::run::BisectRunArgs),
+    Board(BoardArgs),
     /// Fuzz every parser of outside input (cargo fuzz, nightly), one
     /// target at a time: executions and coverage per target.
     Fuzz(fuzz::FuzzArgs),
@@ -78,40 +49,41 @@ enum Verb {
     BisectSim(bisect::sim::SimArgs),
 }
 
+/// Arguments of `cargo xtask board`.
+#[derive(clap::Args)]
+struct BoardArgs {
+    #[command(subcommand)]
+    verb: BoardVerb,
+}
+
+#[derive(Subcommand)]
+enum BoardVerb {
+    #[command(flatten)]
+    Product(board::BoardVerb),
+    /// The board stage of `cargo xtask test` alone: build, sizes, the
+    /// binaries and the board crates' unit tests under qemu-user.
+    Test(test::BoardTestArgs),
+}
+
 fn main() -> std::process::ExitCode {
-    let cli = match Cli::try_parse() {
+    let cli = match parse_command_line::<Cli>() {
         Ok(cli) => cli,
-        // clap exits 2 on a usage error, which `git bisect run` would read
-        // as "bad": a mistyped bisect command line aborts instead.
-        Err(e) if e.use_stderr() && std::env::args().nth(1).as_deref() == Some("bisect") => {
-            let _ = e.print();
-            return std::process::ExitCode::from(128);
-        }
-        Err(e) => e.exit(),
+        Err(code) => return code,
     };
     let result = match cli.verb {
         Verb::Test(args) => test::run(&args),
         Verb::Lint(args) => test::lint(&args),
         Verb::Bench(args) => bench::run(&args),
-        Verb::Run(args) => run::run(&args),
-        Verb::Restore(args) => run::restore(&args),
-        Verb::Board(args) => board::run(&args),
-        Verb::Compare(args) => compare::run(&args),
-        Verb::Plot(args) => plot::run(&args),
-        Verb::Lab(args) => lab::run(&args),
-        Verb::Lava(args) => lava::run(&args),
-        Verb::LavaResults(args) => lava::results::run(&args),
-        Verb::Bisect(args) => bisect::run(&args),
-        Verb::BisectRun(args) => bisect::run::run(&args),
+        Verb::Product(verb) => verb.run(),
+        Verb::Board(BoardArgs {
+            verb: BoardVerb::Product(verb),
+        }) => board::run_verb(&verb),
+        Verb::Board(BoardArgs {
+            verb: BoardVerb::Test(args),
+        }) => test::board_test(&args),
         Verb::BisectSim(args) => bisect::sim::run(&args),
         Verb::Fuzz(args) => fuzz::run(&args),
         Verb::Soak(args) => soak::run(&args),
     };
-    match result {
-        Ok(code) => code,
-        Err(err) => {
-            eprintln!("xtask: {err:#}");
-            std::process::ExitCode::FAILURE
-        }
-    }
+    exit_code("xtask", result)
 }

@@ -36,7 +36,7 @@ pub struct SoakArgs {
     pub groups: u32,
     /// `--bin-dir`: prebuilt board binaries.
     #[command(flatten)]
-    pub bins: crate::target::binaries::BinDirArg,
+    pub bins: xrunbench_host::target::binaries::BinDirArg,
 }
 
 /// How far a reported gap may be from the stall that caused it, ms.
@@ -341,7 +341,7 @@ pub fn run(args: &SoakArgs) -> Result<ExitCode> {
     }
     let bins = match &args.bins.bin_dir {
         Some(d) => d.clone(),
-        None => crate::target::binaries::host_build(&[])?,
+        None => xrunbench_host::target::binaries::host_build(&[])?,
     };
     let seconds = args.minutes * 60.0;
     let scratch = tempfile::Builder::new()

@@ -9,9 +9,9 @@ use std::process::ExitCode;
 
 use anyhow::{bail, Context, Result};
 
-use crate::board::{self, arch::Arch, build::Request, elf::GlibcVersion, qemu};
-use crate::deps;
-use crate::util::{cargo, run_checked};
+use xrunbench_host::board::{self, arch::Arch, build::Request, elf::GlibcVersion, qemu};
+use xrunbench_host::deps;
+use xrunbench_host::util::{cargo, run_checked};
 use xrunbench_test_support::skip;
 
 /// Arguments of `cargo xtask test`.
@@ -165,14 +165,14 @@ struct SkipLog {
 impl SkipLog {
     /// A fresh, empty log under the target directory.
     fn start() -> Result<SkipLog> {
-        let path = crate::util::target_dir().join("xrunbench-skips.log");
+        let path = xrunbench_host::util::target_dir().join("xrunbench-skips.log");
         match std::fs::remove_file(&path) {
             Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
                 return Err(e).with_context(|| format!("removing {}", path.display()))
             }
             _ => {}
         }
-        let forbidden = crate::util::is_root() || skip::skipping_forbidden();
+        let forbidden = xrunbench_host::util::is_root() || skip::skipping_forbidden();
         Ok(SkipLog { path, forbidden })
     }
 
@@ -218,6 +218,38 @@ fn outcome(name: &str, result: Result<()>) -> Option<String> {
             Some(name.to_string())
         }
     }
+}
+
+/// Arguments of `cargo xtask board test`.
+#[derive(clap::Args)]
+pub struct BoardTestArgs {
+    /// Architectures (default: those cross-built here).
+    #[arg(long, value_enum, value_delimiter = ',')]
+    arch: Vec<board::arch::ArchChoice>,
+}
+
+/// `cargo xtask board test`: the board stage alone.
+pub fn board_test(args: &BoardTestArgs) -> Result<ExitCode> {
+    let arches = if args.arch.is_empty() {
+        board_arches()
+    } else {
+        board::arch::resolve(&args.arch)
+    };
+    let request = Request {
+        arches: arches.clone(),
+        out: None,
+        glibc: Some("2.28".parse().expect("a version")),
+    };
+    if let Err(e) =
+        board::build::install(&request).and_then(|()| deps::ensure_groups(&[&deps::QEMU_USER]))
+    {
+        return Ok(e.report());
+    }
+    let failed = board_stage(&arches)?;
+    if !failed.is_empty() {
+        bail!("failed: {}", failed.join("; "));
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 /// The board stage: the board binaries cross-built for both board
@@ -283,7 +315,7 @@ pub fn board_stage(arches: &[Arch]) -> Result<Vec<String>> {
 /// machine's kernel through qemu-user. (arm64's and armmp's Debian kernels
 /// have snd-aloop, not snd-dummy.)
 fn kernel_trial(built: &board::build::Built) -> Result<()> {
-    use crate::lab::{initramfs::Sound, kernel, oneshot};
+    use xrunbench_host::lab::{initramfs::Sound, kernel, oneshot};
     use xrunbench_schema::trial::TrialOutcome;
     let kernel = kernel::debian(built.arch, false)?;
     let sysroot = built

@@ -10,7 +10,7 @@ use std::process::ExitCode;
 
 use anyhow::{Context, Result};
 
-use crate::util;
+use xrunbench_host::util;
 
 /// Arguments of `cargo xtask bench micro`.
 #[derive(clap::Args)]
@@ -44,7 +44,7 @@ pub fn run(args: &Args) -> Result<ExitCode> {
     let mut cmd = util::cargo();
     cmd.current_dir(util::workspace_root())
         .args(["bench", "-p", "xrunbench-player", "-p", "xrunbench-trial"])
-        .args(["-p", "xtask", "--"])
+        .args(["-p", "xrunbench-host", "--"])
         .args(&args.criterion);
     util::run_checked(&mut cmd).context("cargo bench")?;
     let dir = util::target_dir().join("criterion");

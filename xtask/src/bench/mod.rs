@@ -42,12 +42,12 @@ pub enum What {
 /// Installs what the chosen benchmark needs, then runs it.
 pub fn run(args: &BenchArgs) -> Result<ExitCode> {
     let needs = match &args.what {
-        What::Player(_) => &crate::deps::BENCH_PLAYER,
-        What::Hackbench(_) => &crate::deps::BENCH_HACKBENCH,
-        What::Monitor(_) => &crate::deps::BENCH_MONITOR,
-        What::Micro(_) => &crate::deps::BENCH_MICRO,
+        What::Player(_) => &xrunbench_host::deps::BENCH_PLAYER,
+        What::Hackbench(_) => &xrunbench_host::deps::BENCH_HACKBENCH,
+        What::Monitor(_) => &xrunbench_host::deps::BENCH_MONITOR,
+        What::Micro(_) => &xrunbench_host::deps::BENCH_MICRO,
     };
-    if let Err(e) = crate::deps::ensure(needs) {
+    if let Err(e) = xrunbench_host::deps::ensure(needs) {
         return Ok(e.report());
     }
     match &args.what {

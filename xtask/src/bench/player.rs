@@ -15,7 +15,7 @@ use anyhow::{bail, Context, Result};
 use xrunbench_soundserver::{HintedJackPcm, JackConfig, JackServer, HINTED_JACK_PCM};
 
 use super::stats::{median, wait_with_cost, ChildCost};
-use crate::util::build_release_binaries;
+use xrunbench_host::util::build_release_binaries;
 use xrunbench_schema::trial::ToneSpec;
 use xrunbench_schema::SampleFormat;
 

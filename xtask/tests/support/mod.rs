@@ -9,7 +9,12 @@ use std::process::{Command, Output};
 
 // Each test binary uses its own part of this module.
 #[allow(unused_imports)]
-pub use xrunbench_test_support::{boards::bin_dir, boards::workspace, knob_lock};
+pub use xrunbench_test_support::{
+    boards::bin_dir,
+    boards::workspace,
+    knob_lock,
+    scenarios::{one_trial_scenario, scenario},
+};
 
 /// The xtask binary under test.
 pub fn xtask() -> Command {
@@ -109,27 +114,6 @@ pub fn other_autogroup(now: &str) -> &'static str {
     } else {
         "0"
     }
-}
-
-/// Writes `body` as `<dir>/<name>.toml`.
-pub fn scenario(dir: &Path, name: &str, body: &str) -> PathBuf {
-    let p = dir.join(format!("{name}.toml"));
-    std::fs::write(&p, body).unwrap();
-    p
-}
-
-/// The smallest scenario that runs: one 1 s trial of one configuration
-/// on the virtual sink, named `name`, written into `dir`.
-pub fn one_trial_scenario(dir: &Path, name: &str) -> PathBuf {
-    scenario(
-        dir,
-        name,
-        &format!(
-            "name = \"{name}\"\ntrials = 1\nduration = \"1s\"\nwarmup = \"0s\"\n\
-             [audio]\ngenerate = {{ seconds = 1, rate = 8000, channels = 1 }}\nbackend = \"virtual\"\n\
-             [[config]]\nname = \"a\"\n"
-        ),
-    )
 }
 
 /// Processes whose command line contains `needle` (ours excluded).

@@ -577,11 +577,11 @@ fn sign_rejection_probability(c: f64, max: usize) -> f64 {
 /// xorshift64*: enough randomness for a calibration or a Monte Carlo
 /// study, with no dependency. The seed must not be 0.
 #[derive(Debug, Clone)]
-pub(crate) struct Rng(pub(crate) u64);
+pub struct Rng(pub u64);
 
 impl Rng {
     /// The next 64 random bits.
-    pub(crate) fn next_u64(&mut self) -> u64 {
+    pub fn next_u64(&mut self) -> u64 {
         self.0 ^= self.0 >> 12;
         self.0 ^= self.0 << 25;
         self.0 ^= self.0 >> 27;
@@ -589,12 +589,12 @@ impl Rng {
     }
 
     /// Uniform in (0, 1).
-    pub(crate) fn uniform(&mut self) -> f64 {
+    pub fn uniform(&mut self) -> f64 {
         ((self.next_u64() >> 11) as f64 + 0.5) / (1u64 << 53) as f64
     }
 
     /// Uniform in 0 .. n (n ≥ 1).
-    pub(crate) fn below(&mut self, n: usize) -> usize {
+    pub fn below(&mut self, n: usize) -> usize {
         ((self.uniform() * n as f64) as usize).min(n - 1)
     }
 }

@@ -1292,7 +1292,7 @@ mod tests {
     /// program. `None`: the file is not scanned (this file: the tables
     /// themselves and the samples below).
     fn owners(rel: &str) -> Option<Vec<&'static Needs>> {
-        let owners = if rel == "xtask/src/deps.rs" {
+        let owners = if rel == "crates/host/src/deps.rs" {
             return None;
         } else if rel.starts_with("xtask/src/bench/player") {
             vec![&BENCH_PLAYER]
@@ -1302,33 +1302,40 @@ mod tests {
             vec![&BENCH_MONITOR]
         } else if rel.starts_with("xtask/src/bench/micro") {
             vec![&BENCH_MICRO]
-        } else if rel == "xtask/src/board/qemu.rs" {
+        } else if rel == "crates/host/src/board/qemu.rs" {
             // The emulator runs only in the suite's board stage.
             vec![&TEST]
-        } else if rel.starts_with("xtask/src/board/") && rel != "xtask/src/board/check.rs" {
+        } else if rel.starts_with("crates/host/src/board/")
+            && rel != "crates/host/src/board/check.rs"
+        {
             // `board build`, which the suite's board stage runs too.
             vec![&BOARD_BUILD, &TEST]
-        } else if rel == "xtask/src/lab/cpio.rs" {
+        } else if rel == "crates/host/src/lab/cpio.rs" {
             // cpio reads the archive back in the writer's test only.
             vec![&TEST]
-        } else if rel == "xtask/src/lab/source.rs" {
+        } else if rel == "crates/host/src/lab/source.rs" {
             // The lab's kernel tree: `lab source`, which the suite's
             // kernel bisection runs too.
             vec![&LAB_SOURCE, &TEST]
-        } else if rel.starts_with("xtask/src/lab/") {
+        } else if rel.starts_with("crates/host/src/lab/") {
             // The lab boots guests for runs on it and for the suite.
             vec![&RUN_VM, &TEST]
-        } else if rel.starts_with("xtask/src/target/ssh") || rel == "xtask/src/target/hooks.rs" {
+        } else if rel.starts_with("crates/host/src/target/ssh")
+            || rel == "crates/host/src/target/hooks.rs"
+        {
             // Hooks (power_cycle, deploy) belong to a board's target.
             vec![&RUN_SSH, &RUN_SSH_PREBUILT]
-        } else if rel.starts_with("xtask/src/run/")
-            || rel.starts_with("xtask/src/bisect/")
-            || rel.starts_with("xtask/src/target/")
+        } else if rel.starts_with("crates/host/src/run/")
+            || rel.starts_with("crates/host/src/bisect/")
+            || rel.starts_with("crates/host/src/target/")
         {
             vec![&RUN, &RUN_PREBUILT]
         } else if rel.contains("/tests/") || rel.starts_with("crates/soundserver/") {
             // The soundserver's per-server split is checked separately.
             vec![&TEST]
+        } else if rel.starts_with("crates/host/") {
+            // Tables, plots, results, LAVA files: they spawn nothing.
+            vec![]
         } else if rel.starts_with("crates/") {
             // The board binaries: the runner, the tests and benches run them.
             vec![&RUN, &RUN_PREBUILT, &TEST]

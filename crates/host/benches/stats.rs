@@ -2,17 +2,13 @@
 //! test at n = 50 per side with ties (underrun counts are small integers,
 //! so ties are the rule), and the calibrated per-look levels.
 //!
-//! `cargo bench -p xtask` (or `cargo xtask bench micro`); criterion is a
-//! dev-dependency only.
+//! `cargo bench -p xrunbench-host` (or `cargo xtask bench micro`);
+//! criterion is a dev-dependency only.
 
 use criterion::{criterion_main, Criterion};
 use std::hint::black_box;
 
-// xtask is a binary crate: its statistics module (serde only) is compiled
-// into the benchmark as it is.
-#[allow(dead_code, unused_imports)]
-#[path = "../src/stats.rs"]
-mod stats;
+use xrunbench_host::stats;
 
 /// Underrun counts with many ties: 50 values from a small range, from a
 /// fixed linear congruential sequence (no random crate for a benchmark).

@@ -5,11 +5,14 @@ use std::process::Command;
 
 use anyhow::{bail, Context, Result};
 
-/// The workspace root (xtask's manifest lives one level below it).
+/// The workspace root, the checkout this was built from (this crate's
+/// manifest lives two levels below it, in `crates/host`): where the board
+/// binaries are built and the project's cache lives.
 pub fn workspace_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("xtask lives inside the workspace")
+        .ancestors()
+        .nth(2)
+        .expect("crates/host lives inside the workspace")
         .to_path_buf()
 }
 

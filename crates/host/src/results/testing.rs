@@ -8,8 +8,8 @@ use xrunbench_schema::trial::TrialRecord;
 
 use super::{RunManifest, RunWriter};
 
-const TRIAL_TEMPLATE: &str = include_str!("../../tests/golden/trial-template.json");
-const RUN_TEMPLATE: &str = include_str!("../../tests/golden/run-template.json");
+const TRIAL_TEMPLATE: &str = include_str!("../../../../xtask/tests/golden/trial-template.json");
+const RUN_TEMPLATE: &str = include_str!("../../../../xtask/tests/golden/run-template.json");
 
 /// The template trial as `config`-`k` of scenario `synthetic`, with `edit`
 /// applied to its JSON first.

@@ -1,0 +1,241 @@
+//! The harness behind the fuzz targets: one function per parser of
+//! outside input, which may refuse its input but must not panic, and must
+//! hold what its callers rely on (checked with `assert!`, which libFuzzer
+//! reports as a crash).
+//!
+//! Two users: the targets in `fuzz/` (libFuzzer, nightly; not a workspace
+//! member), and `cargo xtask fuzz --replay`, which the stable suite runs
+//! over the committed corpus and every input that once crashed
+//! (`fuzz/corpus/<target>/`, `fuzz/regressions/<target>/`). The player's
+//! command line is exercised in `fuzz/` and the player's own tests (this
+//! crate, like xtask, never links the player: it needs ALSA).
+
+use std::path::Path;
+
+/// A fuzz target: one parser of outside input.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Target {
+    /// The WAV header reader (player and runner).
+    WavHeader,
+    /// The scenario TOML, parsed and resolved.
+    Scenario,
+    /// Trial specs (`xrun-trial run`, `check`), parsed and validated.
+    TrialSpec,
+    /// Trial records as the results reader checks them.
+    TrialRecord,
+    /// Journals as the replay vets them before writing anything.
+    Journal,
+    /// xrun-hackbench's command line (glibc getopt rules).
+    HackbenchCli,
+    /// `lava-results`' readers: a LAVA job log (its test cases and the
+    /// documents printed into it) and the server's results YAML.
+    LavaResults,
+    /// xrun-player's command line (clap).
+    PlayerCli,
+    /// What the host reads back from a trial on a board it does not
+    /// trust: its stdout as a record of the trial that was sent, its
+    /// stderr as the lines shown to people.
+    TrialOutput,
+}
+
+impl Target {
+    /// Every target, in the order `cargo xtask fuzz` runs them.
+    pub const ALL: [Target; 9] = [
+        Target::WavHeader,
+        Target::Scenario,
+        Target::TrialSpec,
+        Target::TrialRecord,
+        Target::Journal,
+        Target::HackbenchCli,
+        Target::LavaResults,
+        Target::PlayerCli,
+        Target::TrialOutput,
+    ];
+
+    /// The target's name in `fuzz/fuzz_targets/`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Target::WavHeader => "wav_header",
+            Target::Scenario => "scenario",
+            Target::TrialSpec => "trial_spec",
+            Target::TrialRecord => "trial_record",
+            Target::Journal => "journal",
+            Target::HackbenchCli => "hackbench_cli",
+            Target::LavaResults => "lava_results",
+            Target::PlayerCli => "player_cli",
+            Target::TrialOutput => "trial_output",
+        }
+    }
+}
+
+/// Feeds `data` to `target`'s parser. It may refuse the input; it must not
+/// panic, and what it accepts must hold what its callers rely on (checked
+/// here with `assert!`, which libFuzzer reports as a crash).
+pub fn exercise(target: Target, data: &[u8]) {
+    match target {
+        Target::WavHeader => wav_header(data),
+        Target::Scenario => text(data, scenario),
+        Target::TrialSpec => text(data, trial_spec),
+        Target::TrialRecord => text(data, trial_record),
+        Target::Journal => text(data, journal),
+        Target::HackbenchCli => hackbench_cli(&args_of(data)),
+        Target::LavaResults => text(data, lava_results),
+        // Exercised in fuzz/ and the player's tests (xtask never links it).
+        Target::PlayerCli => {}
+        Target::TrialOutput => trial_output(data),
+    }
+}
+
+/// The arguments a command-line target sees: `data` split at NUL bytes.
+pub fn args_of(data: &[u8]) -> Vec<String> {
+    data.split(|&b| b == 0)
+        .map(|a| String::from_utf8_lossy(a).into_owned())
+        .collect()
+}
+
+fn text(data: &[u8], f: fn(&str)) {
+    if let Ok(t) = std::str::from_utf8(data) {
+        f(t);
+    }
+}
+
+/// Errors are one line for the user.
+fn one_line(e: &str) {
+    assert!(!e.contains('\n'), "an error of more than one line: {e:?}");
+}
+
+fn wav_header(data: &[u8]) {
+    use xrunbench_wav::read::{MAX_CHANNELS, MAX_RATE};
+    // The file may be longer than what was read of it: the first 8 bytes
+    // claim a length, as a sparse or streaming file would.
+    let (claim, header) = data.split_at(data.len().min(8));
+    let mut len = [0u8; 8];
+    len[..claim.len()].copy_from_slice(claim);
+    let file_len = (header.len() as u64).max(u64::from_le_bytes(len) >> 16);
+    match xrunbench_wav::WavSpec::parse(header, file_len) {
+        Ok(s) => {
+            assert!(s.frames >= 1 && s.rate >= 1 && s.rate <= MAX_RATE);
+            assert!(s.channels >= 1 && s.channels <= MAX_CHANNELS);
+            let end = s.frames as u128 * s.frame_bytes() as u128 + u128::from(s.data_offset);
+            assert!(end <= u128::from(file_len), "{s:?} beyond {file_len}");
+        }
+        Err(e) => one_line(&e),
+    }
+}
+
+fn scenario(text: &str) {
+    use xrunbench_host::run::scenario;
+    let path = Path::new("fuzz.toml");
+    match scenario::parse(path, text).and_then(|f| scenario::resolve(path, &f)) {
+        Ok(s) => {
+            // What the runner derives from it must not panic either.
+            let names: Vec<String> = s.configs.iter().map(|c| c.name.clone()).collect();
+            let _ = xrunbench_host::run::plan::make_plan(&names, s.trials.min(50), s.order);
+        }
+        Err(e) => one_line(&e.0),
+    }
+}
+
+fn trial_spec(text: &str) {
+    match xrunbench_trial::spec::parse_many(text, "fuzz") {
+        Ok(specs) => {
+            for s in &specs {
+                if let Err(e) = xrunbench_trial::spec::validate(s) {
+                    one_line(&e);
+                }
+            }
+        }
+        Err(e) => one_line(&e.0),
+    }
+}
+
+fn trial_record(text: &str) {
+    let path = Path::new("trials/a-1.json");
+    match xrunbench_host::results::check_record_text(path, text) {
+        Ok(r) => {
+            // A table computes with every metric of it.
+            for m in xrunbench_host::compare::metrics::Metric::ALL {
+                if let Some(v) = m.of(&r) {
+                    assert!(v.is_finite(), "{m:?} = {v}");
+                }
+            }
+        }
+        Err(e) => one_line(&e.0),
+    }
+}
+
+fn trial_output(data: &[u8]) {
+    use xrunbench_host::target::bounded::{lines_capped, Overflow};
+    use xrunbench_host::target::{record_from, RecordRefused};
+    let sent = xrunbench_schema::trial::TrialId {
+        scenario: "fuzz".into(),
+        config: "a".into(),
+        k: 1,
+        seq: 1,
+    };
+    match record_from(data, &sent) {
+        // Only a record of the trial sent, checked as the file it becomes.
+        Ok(r) => {
+            assert_eq!(r.trial, sent);
+            let text = serde_json::to_string(&r).expect("a record serializes");
+            trial_record(&text);
+        }
+        Err(RecordRefused::Refused(why)) => one_line(&why),
+        Err(RecordRefused::Unread) => {}
+    }
+    // As stderr: every line shown is one printable line.
+    let overflow = Overflow::default();
+    let lines = lines_capped(Some(std::io::Cursor::new(data.to_vec())), &overflow);
+    for line in lines.iter() {
+        assert!(
+            !line.chars().any(char::is_control),
+            "a control character shown: {line:?}"
+        );
+    }
+}
+
+fn journal(text: &str) {
+    use xrunbench_trial::journal::{parse_journal, vetted_writes};
+    use xrunbench_trial::machine::KnobRoots;
+    match parse_journal(text) {
+        // Vetting reads (paths, symlinks) and never writes.
+        Ok(doc) => match vetted_writes(&doc, &KnobRoots::real()) {
+            Ok(writes) => {
+                for w in writes {
+                    assert!(xrunbench_trial::knobs::is_one_line(&w.value));
+                }
+            }
+            Err(e) => one_line(&e),
+        },
+        Err(e) => one_line(&e),
+    }
+}
+
+fn lava_results(text: &str) {
+    use xrunbench_host::lava::results::{log_record, parse_log, parse_results_yaml};
+    let log = parse_log(text);
+    for b in &log.broken {
+        one_line(b);
+    }
+    for ((kind, name), bytes) in &log.docs {
+        if kind == "record" {
+            if let Err(e) = log_record(name, bytes) {
+                one_line(&format!("{e:#}"));
+            }
+        }
+    }
+    // The same text as the server's results export.
+    match parse_results_yaml(text) {
+        Ok(cases) => {
+            for c in cases {
+                assert!(!c.definition.is_empty() || !c.name.is_empty() || !c.result.is_empty());
+            }
+        }
+        Err(e) => one_line(&format!("{e:#}")),
+    }
+}
+
+fn hackbench_cli(args: &[String]) {
+    // rt-tests prints its diagnostics on several lines; only no panic.
+    let _ = xrunbench_hackbench::cli::parse("xrun-hackbench", args);
+}

@@ -1,0 +1,100 @@
+//! xrunbench on the host: everything a user runs from the machine that
+//! drives the trials — scenarios and their plan, targets (this machine, a
+//! board over SSH, a kernel booted in the VM lab), run directories,
+//! mmtests-style tables, plots, gates, JUnit, LAVA, bisect and bisect-run,
+//! board build and check, restore.
+//!
+//! Two binaries drive it: `xrunbench` (this crate's, for users: `cargo
+//! install --path crates/host`) and `cargo xtask`, the project's
+//! automation, which forwards these same verbs. Both parse the command
+//! line with [`Verb`] and hand it to [`Verb::run`].
+
+pub mod bisect;
+pub mod board;
+pub mod compare;
+pub mod deps;
+pub mod gate;
+pub mod junit;
+pub mod lab;
+pub mod lava;
+pub mod plot;
+pub mod results;
+pub mod run;
+pub mod stats;
+pub mod target;
+pub mod util;
+
+use std::process::ExitCode;
+
+use anyhow::Result;
+use clap::Parser;
+
+/// The product's verbs, shared by `xrunbench` and `cargo xtask`.
+#[derive(clap::Subcommand)]
+pub enum Verb {
+    /// Run a scenario file (configurations × trials).
+    Run(run::RunArgs),
+    /// Restore knobs a killed trial left changed (`xrun-trial restore`),
+    /// here or on a board (--target).
+    Restore(run::RestoreArgs),
+    /// Compare run directories: mmtests-style table with significance.
+    Compare(compare::CompareArgs),
+    /// SVG plots of a run directory (fill CDF, underrun gaps, hackbench).
+    Plot(plot::PlotArgs),
+    /// The VM lab: `lab kernel` fetches a kernel to boot as a board.
+    Lab(lab::LabArgs),
+    /// A LAVA test definition (and a job for an SSH board) that runs a
+    /// scenario's trials on the board with no host in the loop.
+    Lava(lava::LavaArgs),
+    /// A LAVA job's log (or records) back into a run directory.
+    LavaResults(lava::results::LavaResultsArgs),
+    /// One `git bisect run` step: exit 0 good, 1 bad, 125 skip.
+    Bisect(bisect::BisectArgs),
+    /// The whole bisection on a board: endpoints confirmed, `git bisect
+    /// run` with a deploying step, the culprit confirmed, the report.
+    BisectRun(bisect::run::BisectRunArgs),
+}
+
+impl Verb {
+    /// Runs the verb; its exit code, or the error that ended it.
+    pub fn run(&self) -> Result<ExitCode> {
+        match self {
+            Verb::Run(args) => run::run(args),
+            Verb::Restore(args) => run::restore(args),
+            Verb::Compare(args) => compare::run(args),
+            Verb::Plot(args) => plot::run(args),
+            Verb::Lab(args) => lab::run(args),
+            Verb::Lava(args) => lava::run(args),
+            Verb::LavaResults(args) => lava::results::run(args),
+            Verb::Bisect(args) => bisect::run(args),
+            Verb::BisectRun(args) => bisect::run::run(args),
+        }
+    }
+}
+
+/// Parses the command line into `C`, exiting on a usage error as clap
+/// does — except under `bisect`: clap exits 2 on a usage error, which `git
+/// bisect run` would read as "bad", so a mistyped bisect step exits 128
+/// and aborts the bisection instead.
+pub fn parse_command_line<C: Parser>() -> std::result::Result<C, ExitCode> {
+    match C::try_parse() {
+        Ok(cli) => Ok(cli),
+        Err(e) if e.use_stderr() && std::env::args().nth(1).as_deref() == Some("bisect") => {
+            let _ = e.print();
+            Err(ExitCode::from(128))
+        }
+        Err(e) => e.exit(),
+    }
+}
+
+/// A verb's outcome as the process's exit code, the error (with its
+/// context chain) on one line after `program: `.
+pub fn exit_code(program: &str, result: Result<ExitCode>) -> ExitCode {
+    match result {
+        Ok(code) => code,
+        Err(err) => {
+            eprintln!("{program}: {err:#}");
+            ExitCode::FAILURE
+        }
+    }
+}

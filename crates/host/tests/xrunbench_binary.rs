@@ -1,0 +1,80 @@
+//! The `xrunbench` binary, as a user who installed it (`cargo install
+//! --path crates/host`) runs it from any directory: the product's verbs,
+//! results under `./results`, and none of xtask's automation.
+
+use std::process::Command;
+
+use xrunbench_test_support::boards::bin_dir;
+use xrunbench_test_support::disk::files_under;
+use xrunbench_test_support::scenarios::one_trial_scenario;
+
+fn xrunbench() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_xrunbench"))
+}
+
+#[test]
+fn a_run_from_another_directory_writes_its_results_there() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = one_trial_scenario(dir.path(), "installed");
+    let out = xrunbench()
+        .current_dir(dir.path())
+        .args(["run", s.to_str().unwrap(), "--bin-dir"])
+        .arg(bin_dir())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let records: Vec<_> = files_under(&dir.path().join("results/installed"))
+        .into_iter()
+        .filter(|p| p.file_name().is_some_and(|n| n == "a-1.json"))
+        .collect();
+    assert_eq!(records.len(), 1, "{stderr}");
+    // The table a user pastes comes with the run.
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("installed"), "{stdout}{stderr}");
+}
+
+#[test]
+fn the_product_verbs_are_offered_and_the_project_automation_is_not() {
+    let out = xrunbench().arg("--help").output().unwrap();
+    assert!(out.status.success());
+    let help = String::from_utf8_lossy(&out.stdout);
+    let verbs: Vec<&str> = help
+        .lines()
+        .skip_while(|l| !l.starts_with("Commands:"))
+        .skip(1)
+        .take_while(|l| l.starts_with("  "))
+        .filter_map(|l| l.split_whitespace().next())
+        .collect();
+    for verb in [
+        "run",
+        "restore",
+        "compare",
+        "plot",
+        "lab",
+        "lava",
+        "lava-results",
+        "bisect",
+        "bisect-run",
+        "board",
+    ] {
+        assert!(verbs.contains(&verb), "{verb} missing from {verbs:?}");
+    }
+    for automation in ["test", "lint", "bench", "fuzz", "soak", "bisect-sim"] {
+        assert!(!verbs.contains(&automation), "{automation} in {verbs:?}");
+    }
+    let board = xrunbench().args(["board", "test"]).output().unwrap();
+    assert_eq!(board.status.code(), Some(2), "`board test` is xtask's");
+}
+
+#[test]
+fn a_mistyped_bisect_step_aborts_the_bisection() {
+    // clap's usage error is exit 2, which `git bisect run` would take for
+    // "bad"; 128 makes it stop.
+    let out = xrunbench()
+        .args(["bisect", "--no-such-option"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(128));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--no-such-option"));
+}
