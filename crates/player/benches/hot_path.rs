@@ -6,27 +6,14 @@
 //! 48 frames, 96 samples.
 //!
 //! `cargo bench -p xrunbench-player` (or `cargo xtask bench micro`);
-//! criterion is a dev-dependency only. The modules are the player's own,
-//! compiled into the benchmark as they are (they are private to its
-//! library).
+//! criterion is a dev-dependency only.
 
 use std::hint::black_box;
 
 use criterion::{criterion_main, Criterion, Throughput};
 use xrunbench_schema::SampleFormat;
 
-#[allow(dead_code, unused_imports)]
-#[path = "../src/clock.rs"]
-mod clock;
-#[allow(dead_code, unused_imports)]
-#[path = "../src/convert.rs"]
-mod convert;
-#[allow(dead_code, unused_imports)]
-#[path = "../src/nearmiss.rs"]
-mod nearmiss;
-#[allow(dead_code, unused_imports)]
-#[path = "../src/ring.rs"]
-mod ring;
+use xrunbench_player::{clock, convert, nearmiss, ring};
 
 /// Frames in 1 ms at 48 kHz.
 const PERIOD_FRAMES: usize = 48;

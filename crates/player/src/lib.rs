@@ -30,12 +30,12 @@ macro_rules! eprint {
 }
 
 pub mod cli;
-mod clock;
-mod convert;
-mod nearmiss;
+pub mod clock;
+pub mod convert;
+pub mod nearmiss;
 mod play;
 mod report;
-mod ring;
+pub mod ring;
 mod signals;
 mod sink;
 mod system;

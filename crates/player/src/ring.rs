@@ -190,6 +190,11 @@ impl Consumer {
         self.shared.distance(tail, head)
     }
 
+    /// Whether nothing is there to pop.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
     /// Pops up to `out.len()` bytes into `out`; returns the bytes popped.
     pub fn pop(&mut self, out: &mut [u8]) -> usize {
         let n = out.len().min(self.len());
@@ -313,7 +318,7 @@ mod tests {
         assert!(!c.pop_all(&mut [0u8; 5]));
         assert!(c.pop_all(&mut out));
         assert_eq!(out, [1, 2, 3, 4]);
-        assert!(c.len() == 0 && p.is_empty());
+        assert!(c.is_empty() && p.is_empty());
     }
 
     #[test]
