@@ -66,7 +66,7 @@ enum BoardVerb {
 }
 
 fn main() -> std::process::ExitCode {
-    let cli = match parse_command_line::<Cli>() {
+    let cli = match parse_command_line::<Cli>("xtask") {
         Ok(cli) => cli,
         Err(code) => return code,
     };
@@ -85,5 +85,5 @@ fn main() -> std::process::ExitCode {
         Verb::Fuzz(args) => fuzz::run(&args),
         Verb::Soak(args) => soak::run(&args),
     };
-    exit_code("xtask", result)
+    exit_code(result)
 }

@@ -797,7 +797,7 @@ impl DepsError {
     /// Prints the error and returns the exit code for it: 2 when the user
     /// must install packages, 1 when installing failed.
     pub fn report(&self) -> ExitCode {
-        eprintln!("xtask: {self}");
+        crate::say!(": {self}");
         match self {
             DepsError::Missing { .. } => ExitCode::from(EXIT_MISSING),
             DepsError::Install { .. } => ExitCode::FAILURE,
@@ -833,7 +833,7 @@ pub fn ensure_groups(groups: &[&'static Group]) -> Result<(), DepsError> {
         Action::Nothing => Ok(()),
         Action::Advise(advice) => Err(DepsError::Missing { what, advice }),
         Action::Install(packages) => {
-            eprintln!("xtask: installing {what}: {}", packages.join(" "));
+            crate::say!(": installing {what}: {}", packages.join(" "));
             apt_install(&packages).map_err(|source| DepsError::Install { what, source })
         }
     }
@@ -894,7 +894,7 @@ pub fn ensure_rust_components() -> Result<(), DepsError> {
             advice,
         });
     }
-    eprintln!("xtask: {advice}");
+    crate::say!(": {advice}");
     run_checked(
         Command::new("rustup")
             .args(["component", "add"])
@@ -940,7 +940,7 @@ pub fn ensure_rust_targets(targets: &[&str]) -> Result<(), DepsError> {
     if !has_rustup {
         return Err(DepsError::Missing { what, advice });
     }
-    eprintln!("xtask: {advice}");
+    crate::say!(": {advice}");
     run_checked(
         Command::new("rustup")
             .args(["target", "add"])

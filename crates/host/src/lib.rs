@@ -76,7 +76,10 @@ impl Verb {
 /// does — except under `bisect`: clap exits 2 on a usage error, which `git
 /// bisect run` would read as "bad", so a mistyped bisect step exits 128
 /// and aborts the bisection instead.
-pub fn parse_command_line<C: Parser>() -> std::result::Result<C, ExitCode> {
+///
+/// `program` is the name the process goes by in what it prints.
+pub fn parse_command_line<C: Parser>(program: &'static str) -> std::result::Result<C, ExitCode> {
+    util::set_program(program);
     match C::try_parse() {
         Ok(cli) => Ok(cli),
         Err(e) if e.use_stderr() && std::env::args().nth(1).as_deref() == Some("bisect") => {
@@ -88,12 +91,12 @@ pub fn parse_command_line<C: Parser>() -> std::result::Result<C, ExitCode> {
 }
 
 /// A verb's outcome as the process's exit code, the error (with its
-/// context chain) on one line after `program: `.
-pub fn exit_code(program: &str, result: Result<ExitCode>) -> ExitCode {
+/// context chain) on one line after the program's name.
+pub fn exit_code(result: Result<ExitCode>) -> ExitCode {
     match result {
         Ok(code) => code,
         Err(err) => {
-            eprintln!("{program}: {err:#}");
+            say!(": {err:#}");
             ExitCode::FAILURE
         }
     }

@@ -29,7 +29,7 @@ enum Command {
 }
 
 fn main() -> ExitCode {
-    let cli = match parse_command_line::<Cli>() {
+    let cli = match parse_command_line::<Cli>("xrunbench") {
         Ok(cli) => cli,
         Err(code) => return code,
     };
@@ -37,5 +37,5 @@ fn main() -> ExitCode {
         Command::Product(verb) => verb.run(),
         Command::Board(args) => board::run(args),
     };
-    exit_code("xrunbench", result)
+    exit_code(result)
 }

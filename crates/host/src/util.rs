@@ -16,6 +16,30 @@ pub fn workspace_root() -> PathBuf {
         .to_path_buf()
 }
 
+/// The name this process goes by in what it prints: `xrunbench`, or
+/// `xtask` under `cargo xtask` (set once by the binary's `main`).
+static PROGRAM: std::sync::OnceLock<&'static str> = std::sync::OnceLock::new();
+
+/// Sets the name [`program`] gives (the first call wins).
+pub fn set_program(name: &'static str) {
+    let _ = PROGRAM.set(name);
+}
+
+/// The name this process goes by in what it prints.
+pub fn program() -> &'static str {
+    PROGRAM.get().copied().unwrap_or("xrunbench")
+}
+
+/// Prints one line on stderr after the program's name: `say!(": {x}")`
+/// prints `xrunbench: …` (or `xtask: …`), `say!(" bisect: …")` prints
+/// `xrunbench bisect: …`.
+#[macro_export]
+macro_rules! say {
+    ($($arg:tt)*) => {
+        eprintln!("{}{}", $crate::util::program(), format_args!($($arg)*))
+    };
+}
+
 /// The `cargo` that runs us (so a rustup toolchain is honoured).
 pub fn cargo() -> Command {
     let mut cmd = Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()));

@@ -78,3 +78,17 @@ fn a_mistyped_bisect_step_aborts_the_bisection() {
     assert_eq!(out.status.code(), Some(128));
     assert!(String::from_utf8_lossy(&out.stderr).contains("--no-such-option"));
 }
+
+#[test]
+fn its_messages_go_by_its_own_name() {
+    let out = xrunbench()
+        .args(["compare", "/nonexistent-run-dir"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.starts_with("xrunbench: /nonexistent-run-dir: not a run directory"),
+        "{stderr}"
+    );
+}

@@ -165,7 +165,7 @@ pub fn run(args: &BisectArgs) -> anyhow::Result<ExitCode> {
                 EXIT_INTERRUPTED => "interrupted",
                 _ => "aborting the bisection",
             };
-            eprintln!("xtask bisect: {what}: {msg}");
+            crate::say!(" bisect: {what}: {msg}");
             code
         }
     };

@@ -140,7 +140,7 @@ pub fn run(args: &BisectRunArgs) -> Result<ExitCode> {
     let mut b = match prepare(args) {
         Ok(b) => b,
         Err(line) => {
-            eprintln!("xtask bisect-run: {line}");
+            crate::say!(" bisect-run: {line}");
             return Ok(ExitCode::from(EXIT_BAD_INPUT));
         }
     };
@@ -151,8 +151,8 @@ pub fn run(args: &BisectRunArgs) -> Result<ExitCode> {
         .output()
         .context("running git")?;
     if !start.status.success() {
-        eprintln!(
-            "xtask bisect-run: git bisect start {} {} failed: {}",
+        crate::say!(
+            " bisect-run: git bisect start {} {} failed: {}",
             short(&b.bad),
             short(&b.good),
             crate::target::last(&start.stderr)
@@ -177,11 +177,11 @@ pub fn run(args: &BisectRunArgs) -> Result<ExitCode> {
             EXIT_NO_CULPRIT
         }
         Err(End::BadInput(line)) => {
-            eprintln!("xtask bisect-run: {line}");
+            crate::say!(" bisect-run: {line}");
             EXIT_BAD_INPUT
         }
         Err(End::Interrupted) => {
-            eprintln!("xtask bisect-run: interrupted; git bisect reset done, knobs restored");
+            crate::say!(" bisect-run: interrupted; git bisect reset done, knobs restored");
             b.cases
                 .push(("interrupted".into(), Some("stopped by a signal".into())));
             EXIT_INTERRUPTED
@@ -198,7 +198,7 @@ pub fn run(args: &BisectRunArgs) -> Result<ExitCode> {
             )
             .as_bytes(),
         ) {
-            eprintln!("xtask bisect-run: {}: {e}", path.display());
+            crate::say!(" bisect-run: {}: {e}", path.display());
         }
     }
     Ok(ExitCode::from(code))
@@ -216,11 +216,11 @@ impl Drop for BisectReset {
             .output();
         match o {
             Ok(o) if o.status.success() => println!("bisect-run: git bisect reset"),
-            Ok(o) => eprintln!(
-                "xtask bisect-run: git bisect reset failed: {}; run it yourself",
+            Ok(o) => crate::say!(
+                " bisect-run: git bisect reset failed: {}; run it yourself",
                 crate::target::last(&o.stderr)
             ),
-            Err(e) => eprintln!("xtask bisect-run: git bisect reset: {e}; run it yourself"),
+            Err(e) => crate::say!(" bisect-run: git bisect reset: {e}; run it yourself"),
         }
     }
 }
@@ -478,7 +478,7 @@ fn decide(b: &Bisection, label: &str, baseline: &Path) -> Result<u8, End> {
         Ok(code) => Ok(code),
         Err(Stop(super::step::EXIT_INTERRUPTED, _)) => Err(End::Interrupted),
         Err(Stop(code, msg)) => {
-            eprintln!("xtask bisect-run: {label}: {msg}");
+            crate::say!(" bisect-run: {label}: {msg}");
             Ok(code)
         }
     }

@@ -235,7 +235,7 @@ pub fn measure(spec: &StepSpec, goal: &Goal) -> StepOutcome {
     }
     if let Ok(text) = serde_json::to_string_pretty(&record) {
         if let Err(e) = write_atomic(&run_dir.join(STEP_FILE), text.as_bytes()) {
-            eprintln!("xtask bisect: writing the step record: {e}");
+            crate::say!(" bisect: writing the step record: {e}");
         }
     }
     StepOutcome {
@@ -296,8 +296,8 @@ fn run_attempts(p: &mut Progress) -> (u8, Option<String>, Option<Look>) {
             AttemptEnd::Skip(w) => return (EXIT_SKIP, Some(w), None),
             AttemptEnd::Interrupted(w) => return (EXIT_INTERRUPTED, Some(w), None),
             AttemptEnd::Infra(w) => {
-                eprintln!(
-                    "xtask bisect: attempt {n} of {attempts}: infrastructure failure, not a \
+                crate::say!(
+                    " bisect: attempt {n} of {attempts}: infrastructure failure, not a \
                      verdict: {w}"
                 );
                 last_infra = w;
@@ -338,7 +338,7 @@ fn write_outcome(out: &RunWriter, mut m: RunManifest, exit: u8, record: &StepRec
         _ => Outcome::Completed,
     });
     if let Err(e) = out.manifest(&m) {
-        eprintln!("xtask bisect: {e:#}");
+        crate::say!(" bisect: {e:#}");
     }
 }
 

@@ -43,7 +43,7 @@ pub struct CheckArgs {
 pub fn run(args: &CheckArgs) -> Result<ExitCode> {
     signals::install()?;
     let bad = |line: String| {
-        eprintln!("xtask: {line}");
+        crate::say!(": {line}");
         Ok(ExitCode::from(2))
     };
     let mut s = match &args.scenario {
@@ -82,7 +82,7 @@ pub fn run(args: &CheckArgs) -> Result<ExitCode> {
         }
     }
     for l in target.finish() {
-        eprintln!("xtask: {l}");
+        crate::say!(": {l}");
     }
     print!(
         "{}",

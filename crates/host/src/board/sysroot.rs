@@ -257,8 +257,8 @@ pub fn ensure(arch: Arch, board_dir: &Path) -> Result<PathBuf> {
         return Ok(dir);
     }
     let source = machine_archive()?;
-    eprintln!(
-        "xtask: fetching the {} libraries ({}) from {} (the machine's source in {}) into {}",
+    crate::say!(
+        ": fetching the {} libraries ({}) from {} (the machine's source in {}) into {}",
         arch.debian(),
         package_names(),
         source.uris.join(" "),

@@ -33,8 +33,8 @@ fn environment(board: &Path) -> Result<PathBuf> {
     if fs::read_to_string(env.join(STAMP)).ok().as_deref() == Some(wanted.as_str()) {
         return Ok(env);
     }
-    eprintln!(
-        "xtask: installing {} from pip into {}",
+    crate::say!(
+        ": installing {} from pip into {}",
         PIP_PACKAGES.join(" "),
         env.display()
     );

@@ -46,7 +46,7 @@ pub fn run(args: &CompareArgs) -> Result<ExitCode> {
     let dirs = match load_all(&args.run_dirs) {
         Ok(d) => d,
         Err(e) => {
-            eprintln!("xtask: {e}");
+            crate::say!(": {e}");
             return Ok(ExitCode::from(EXIT_BAD_INPUT));
         }
     };

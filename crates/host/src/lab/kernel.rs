@@ -127,7 +127,7 @@ pub fn debian(arch: Arch, rt: bool) -> Result<Kernel> {
         .to_string();
     let dir = cache_dir().join("kernels").join(&release);
     if !dir.join(READY).is_file() {
-        eprintln!("xtask: fetching {package} into {}", dir.display());
+        crate::say!(": fetching {package} into {}", dir.display());
         super::make_once(&dir, READY, |work| {
             unpack(&config, &package, &release, work)
         })?;
@@ -177,7 +177,7 @@ pub fn run(args: &KernelArgs) -> Result<std::process::ExitCode> {
         Some(a) => match Arch::from_name(a) {
             Some(a) => a,
             None => {
-                eprintln!("xtask: --arch {a}: expected {}", Arch::names());
+                crate::say!(": --arch {a}: expected {}", Arch::names());
                 return Ok(std::process::ExitCode::from(2));
             }
         },

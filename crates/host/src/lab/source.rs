@@ -91,8 +91,8 @@ pub fn debian() -> Result<Tree> {
         .join(format!("{package}_{version}"));
     let path = root.join(&package);
     if !root.join(READY).is_file() {
-        eprintln!(
-            "xtask: making the lab's kernel tree from {package} {version} in {}",
+        crate::say!(
+            ": making the lab's kernel tree from {package} {version} in {}",
             root.display()
         );
         super::make_once(&root, READY, |work| {

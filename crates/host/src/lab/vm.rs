@@ -347,8 +347,8 @@ pub fn boot(t: &SshTarget, vm: &VmSettings, bins: &Path) -> Result<Lab> {
         vm.sound.name(),
         guest.priority()
     );
-    eprintln!(
-        "xtask: the guest is up after {:.1} s ({note})",
+    crate::say!(
+        ": the guest is up after {:.1} s ({note})",
         guest.ready_after
     );
     Ok(Lab {
@@ -363,8 +363,8 @@ pub fn boot(t: &SshTarget, vm: &VmSettings, bins: &Path) -> Result<Lab> {
 /// what the run header says of the accelerator.
 fn start_with_accel(boot: &mut Boot, choice: AccelChoice) -> Result<(Guest, String)> {
     let start = |boot: &Boot| qemu::start(boot, initramfs::READY, boot_limit(boot.accel));
-    eprintln!(
-        "xtask: booting {} under QEMU ({}, {} CPUs, {} MiB, sound {})",
+    crate::say!(
+        ": booting {} under QEMU ({}, {} CPUs, {} MiB, sound {})",
         boot.kernel.display(),
         boot.arch.name(),
         boot.cpus,
@@ -403,7 +403,7 @@ fn start_with_accel(boot: &mut Boot, choice: AccelChoice) -> Result<(Guest, Stri
                         bail!("stopped by signal {s} while booting")
                     }
                     Err(e) => {
-                        eprintln!("xtask: KVM opens but a guest does not run with it ({e}): TCG");
+                        crate::say!(": KVM opens but a guest does not run with it ({e}): TCG");
                         remember_kvm(KVM_NO);
                     }
                 }

@@ -96,6 +96,6 @@ pub fn run(args: &LavaArgs) -> Result<ExitCode> {
 }
 
 fn bad_input(line: &str) -> ExitCode {
-    eprintln!("xtask: {line}");
+    crate::say!(": {line}");
     ExitCode::from(EXIT_BAD_INPUT)
 }

@@ -98,7 +98,7 @@ pub fn run(args: &LavaResultsArgs) -> Result<ExitCode> {
     match convert(args) {
         Ok(code) => Ok(code),
         Err(e) => {
-            eprintln!("xtask: {e:#}");
+            crate::say!(": {e:#}");
             Ok(ExitCode::from(EXIT_BAD_INPUT))
         }
     }
@@ -121,12 +121,12 @@ fn planned_records(
         });
         match planned {
             Some(p) if taken.insert(p.seq) => kept.push((r.trial.clone(), r)),
-            Some(_) => eprintln!(
-                "xtask: a second record of trial {}: refused",
+            Some(_) => crate::say!(
+                ": a second record of trial {}: refused",
                 r.trial.display_name()
             ),
-            None => eprintln!(
-                "xtask: a record of trial {} is not in scenario {}'s plan: refused",
+            None => crate::say!(
+                ": a record of trial {} is not in scenario {}'s plan: refused",
                 r.trial.display_name(),
                 one_line(scenario)
             ),
@@ -196,7 +196,7 @@ fn convert(args: &LavaResultsArgs) -> Result<ExitCode> {
     let dir = RunDir::load(out.dir()).map_err(|e| anyhow::anyhow!(e.0))?;
     let mismatches = check_measurements(&log.cases, &dir);
     for m in &mismatches {
-        eprintln!("xtask: {m}");
+        crate::say!(": {m}");
     }
     let baseline = names.first().cloned().unwrap_or_default();
     let verdicts = crate::gate::judge(&gates, &dir, &baseline);
@@ -238,7 +238,7 @@ fn read_input(args: &LavaResultsArgs) -> Result<(JobLog, Option<PathBuf>)> {
             .extend(parse_results_yaml(&text).with_context(|| r.display().to_string())?);
     }
     for b in &log.broken {
-        eprintln!("xtask: {}: {b}", args.input.display());
+        crate::say!(": {}: {b}", args.input.display());
     }
     Ok((log, records_dir))
 }
@@ -286,7 +286,7 @@ fn records_of(log: &JobLog) -> Result<Vec<TrialRecord>> {
         // One bad record (the board's word) does not cost the others.
         match log_record(name, bytes) {
             Ok(r) => out.push(r),
-            Err(e) => eprintln!("xtask: {e:#}: refused"),
+            Err(e) => crate::say!(": {e:#}: refused"),
         }
     }
     out.sort_by_key(|r| r.trial.seq);

@@ -200,7 +200,7 @@ pub fn restore(args: &RestoreArgs) -> Result<ExitCode> {
     s.target = None;
     let restored = target.restore();
     for l in target.finish() {
-        eprintln!("xtask: {l}");
+        crate::say!(": {l}");
     }
     let (ok, lines) = restored?;
     for l in lines {
@@ -266,7 +266,7 @@ pub fn run(args: &RunArgs) -> Result<ExitCode> {
         Ok(s) => s,
         Err(SetupError::BadInput(lines)) => return Ok(bad_input(&lines)),
         Err(SetupError::Interrupted(sig)) => {
-            eprintln!("xtask: stopped by signal {sig} before the first trial; nothing was changed");
+            crate::say!(": stopped by signal {sig} before the first trial; nothing was changed");
             return Ok(ExitCode::from(EXIT_INTERRUPTED));
         }
         Err(SetupError::Failed(e)) => return Err(e),
@@ -275,7 +275,7 @@ pub fn run(args: &RunArgs) -> Result<ExitCode> {
         return dry_run(&session, &results_root);
     }
     for line in &session.skipped {
-        eprintln!("xtask: {line}");
+        crate::say!(": {line}");
     }
     // A copy: the session is borrowed mutably by every trial below.
     let scenario = session.scenario.clone();
@@ -285,8 +285,8 @@ pub fn run(args: &RunArgs) -> Result<ExitCode> {
     let plan = plan::make_plan(&names, scenario.trials, scenario.order);
     let mut manifest = session.manifest(args.label.clone(), plan.clone());
     out.manifest(&manifest)?;
-    eprintln!(
-        "xtask: {} trials of {} s on {}; results in {}",
+    crate::say!(
+        ": {} trials of {} s on {}; results in {}",
         plan.len(),
         scenario.duration.as_secs_f64(),
         session.target.describe(),
@@ -298,7 +298,7 @@ pub fn run(args: &RunArgs) -> Result<ExitCode> {
     // A trial killed on the way (its scratch files) or an earlier writer
     // killed mid-write left files no reader wants.
     for p in out.sweep() {
-        eprintln!("xtask: removed {}, left by a killed process", p.display());
+        crate::say!(": removed {}, left by a killed process", p.display());
     }
     // Everything after the trials reads back what is on disk: what a later
     // `compare` sees.
@@ -395,18 +395,18 @@ fn exit_code(
         Outcome::Completed if gates_failed => ExitCode::from(EXIT_GATE_FAILED),
         Outcome::Completed => ExitCode::SUCCESS,
         Outcome::Interrupted { signal } => {
-            eprintln!(
-                "xtask: interrupted by signal {signal}: knobs restored, {measured} finished trial(s) kept"
+            crate::say!(
+                ": interrupted by signal {signal}: knobs restored, {measured} finished trial(s) kept"
             );
             ExitCode::from(EXIT_INTERRUPTED)
         }
         Outcome::Failed { error } => {
-            eprintln!("xtask: {error}");
+            crate::say!(": {error}");
             ExitCode::FAILURE
         }
     };
     for e in write_errors {
-        eprintln!("xtask: {e:#}");
+        crate::say!(": {e:#}");
     }
     if write_errors.is_empty() || code != ExitCode::SUCCESS {
         code
@@ -443,7 +443,7 @@ fn write_comparison_and_plots(out: &RunWriter, dir: &RunDir) -> Result<()> {
 
 fn bad_input(lines: &[String]) -> ExitCode {
     for l in lines {
-        eprintln!("xtask: {l}");
+        crate::say!(": {l}");
     }
     ExitCode::from(EXIT_BAD_INPUT)
 }
@@ -579,7 +579,7 @@ impl Progress {
         let msg = format!("{}, ETA {}", self.current, self.eta());
         match &self.bar {
             Some(b) => b.set_message(msg),
-            None => eprintln!("xtask: {} starting, ETA {}", self.current, self.eta()),
+            None => crate::say!(": {} starting, ETA {}", self.current, self.eta()),
         }
     }
 
@@ -616,7 +616,7 @@ impl Progress {
                 b.println(line);
                 b.inc(1);
             }
-            None => eprintln!("xtask: {line}"),
+            None => crate::say!(": {line}"),
         }
     }
 

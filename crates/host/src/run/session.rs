@@ -108,12 +108,12 @@ pub fn open_target(s: &Scenario, bin_dir: Option<PathBuf>) -> Result<Box<dyn Tar
         // they come first, then the guest, then the connection to it.
         let dir = binaries::for_arch(&vm.arch, bin_dir, &features)?;
         let lab = crate::lab::vm::boot(t, vm, &dir)?;
-        eprintln!("xtask: connecting to {}", lab.describe);
+        crate::say!(": connecting to {}", lab.describe);
         let mut ssh = Ssh::connect(&lab.ssh)?;
         ssh.hold(lab);
         return deployed(ssh, &dir);
     }
-    eprintln!("xtask: connecting to {}", t.destination);
+    crate::say!(": connecting to {}", t.destination);
     let ssh = Ssh::connect(t)?;
     let arch = ssh.board_arch()?;
     let dir = binaries::for_arch(&arch, bin_dir, &features)?;
@@ -123,11 +123,8 @@ pub fn open_target(s: &Scenario, bin_dir: Option<PathBuf>) -> Result<Box<dyn Tar
 /// `ssh` with the board binaries of `dir` put on the board.
 fn deployed(mut ssh: Ssh, dir: &Path) -> Result<Box<dyn Target>> {
     match ssh.deploy(dir)? {
-        Some(line) => eprintln!("xtask: {line}"),
-        None => eprintln!(
-            "xtask: board binaries in {} are up to date",
-            ssh.board_bin_dir()
-        ),
+        Some(line) => crate::say!(": {line}"),
+        None => crate::say!(": board binaries in {} are up to date", ssh.board_bin_dir()),
     }
     Ok(Box::new(ssh))
 }
@@ -149,7 +146,7 @@ impl Session {
                 .iter()
                 .filter(|l| !l.starts_with("nothing to restore"))
             {
-                eprintln!("xtask: {l}");
+                crate::say!(": {l}");
             }
         }
         let probe = target.probe().map_err(SetupError::from_error)?;
@@ -230,7 +227,7 @@ impl Session {
                         let why = unkept(&record.outcome, &e);
                         let asked = signals::stop_requested().is_some();
                         if asked && matches!(record.outcome, TrialOutcome::Interrupted { .. }) {
-                            eprintln!("xtask: trial {stem} {why}");
+                            crate::say!(": trial {stem} {why}");
                             return Ok(TrialEnd::Interrupted);
                         }
                         if matches!(record.outcome, TrialOutcome::Ran) {
@@ -268,7 +265,7 @@ impl Session {
             match self.target.recover(pid) {
                 Ok(lines) => {
                     for l in lines {
-                        eprintln!("xtask: {l}");
+                        crate::say!(": {l}");
                     }
                 }
                 Err(_) if signals::stop_requested().is_some() => return Ok(TrialEnd::Interrupted),
@@ -284,8 +281,8 @@ impl Session {
                     format!("{reason} (lost {attempt} times)")
                 }));
             }
-            eprintln!(
-                "xtask: trial {stem} was lost ({reason}): running it again (retry {attempt} of {retries})"
+            crate::say!(
+                ": trial {stem} was lost ({reason}): running it again (retry {attempt} of {retries})"
             );
             attempt += 1;
         }
@@ -295,7 +292,7 @@ impl Session {
     /// connection closed (also done when the session is dropped).
     pub fn finish(&mut self) {
         for l in self.target.finish() {
-            eprintln!("xtask: {l}");
+            crate::say!(": {l}");
         }
     }
 

@@ -33,8 +33,8 @@ pub fn for_arch(arch: &str, bin_dir: Option<PathBuf>, features: &[String]) -> Re
     }
     let dir = board_dir().join(arch);
     if BINARIES.iter().all(|b| dir.join(b.name).is_file()) {
-        eprintln!(
-            "xtask: using the {arch} board binaries in {} (from `cargo xtask board build`)",
+        crate::say!(
+            ": using the {arch} board binaries in {} (from `cargo xtask board build`)",
             dir.display()
         );
         return Ok(dir);
@@ -53,7 +53,7 @@ pub fn host_build(features: &[String]) -> Result<PathBuf> {
     } else {
         format!(", {}", features.join(" "))
     };
-    eprintln!("xtask: building xrun-trial, xrun-player and xrun-hackbench (release{with})");
+    crate::say!(": building xrun-trial, xrun-player and xrun-hackbench (release{with})");
     let packages: Vec<&str> = BINARIES.iter().map(|b| b.package).collect();
     crate::util::build_release_binaries_with(&packages, features)
 }

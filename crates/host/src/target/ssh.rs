@@ -688,8 +688,8 @@ impl Ssh {
                     limit.as_secs()
                 )));
             }
-            eprintln!(
-                "xtask: {} not back yet ({err}); next attempt in {} s",
+            crate::say!(
+                ": {} not back yet ({err}); next attempt in {} s",
                 self.describe(),
                 delay.as_secs()
             );
@@ -713,10 +713,7 @@ impl Ssh {
             .clone()
             .unwrap_or_else(|| self.control.path().to_path_buf())
             .join(HOOK_LOG);
-        eprintln!(
-            "xtask: {} is lost: power_cycle hook: {cmd}",
-            self.describe()
-        );
+        crate::say!(": {} is lost: power_cycle hook: {cmd}", self.describe());
         let env = [("XRUNBENCH_TARGET", self.settings.destination.as_str())];
         let outcome = hooks::Hook {
             name: "power_cycle",
@@ -1021,7 +1018,7 @@ impl Target for Ssh {
         let dst = format!("{dir}/xrunbench-{tag}-{}.wav", self.staged.len() + 1);
         self.put_file(bytes, &dst, "0644")?;
         self.staged.push((host_path.to_path_buf(), dst.clone()));
-        eprintln!("xtask: put {} on the board as {dst}", host_path.display());
+        crate::say!(": put {} on the board as {dst}", host_path.display());
         Ok(PathBuf::from(dst))
     }
 
@@ -1035,7 +1032,7 @@ impl Target for Ssh {
 impl Drop for Ssh {
     fn drop(&mut self) {
         for line in self.finish() {
-            eprintln!("xtask: {line}");
+            crate::say!(": {line}");
         }
     }
 }
