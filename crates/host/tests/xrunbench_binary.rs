@@ -4,9 +4,7 @@
 
 use std::process::Command;
 
-use xrunbench_test_support::boards::bin_dir;
-use xrunbench_test_support::disk::files_under;
-use xrunbench_test_support::scenarios::one_trial_scenario;
+use xrunbench_test_support::scenarios::run_one_trial_here;
 
 fn xrunbench() -> Command {
     Command::new(env!("CARGO_BIN_EXE_xrunbench"))
@@ -14,23 +12,12 @@ fn xrunbench() -> Command {
 
 #[test]
 fn a_run_from_another_directory_writes_its_results_there() {
-    let dir = tempfile::tempdir().unwrap();
-    let s = one_trial_scenario(dir.path(), "installed");
-    let out = xrunbench()
-        .current_dir(dir.path())
-        .args(["run", s.to_str().unwrap(), "--bin-dir"])
-        .arg(bin_dir())
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{stderr}");
-    let records: Vec<_> = files_under(&dir.path().join("results/installed"))
-        .into_iter()
-        .filter(|p| p.file_name().is_some_and(|n| n == "a-1.json"))
-        .collect();
-    assert_eq!(records.len(), 1, "{stderr}");
+    let run = run_one_trial_here(env!("CARGO_BIN_EXE_xrunbench"), "installed");
+    let stderr = String::from_utf8_lossy(&run.output.stderr);
+    assert!(run.output.status.success(), "{stderr}");
+    assert_eq!(run.records.len(), 1, "{stderr}");
     // The table a user pastes comes with the run.
-    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stdout = String::from_utf8_lossy(&run.output.stdout);
     assert!(stdout.contains("installed"), "{stdout}{stderr}");
 }
 
