@@ -51,7 +51,8 @@ pub fn run(args: &CheckArgs) -> Result<ExitCode> {
             Ok((_, s)) => s,
             Err(e) => return bad(e.0),
         },
-        None => empty_scenario(),
+        // No configurations: only the board is shown.
+        None => Scenario::without_configs("--target", None),
     };
     if let Err(m) = args.target.apply(&mut s) {
         return bad(m);
@@ -108,22 +109,6 @@ pub fn run(args: &CheckArgs) -> Result<ExitCode> {
             println!("  {p}");
         }
         Ok(ExitCode::FAILURE)
-    }
-}
-
-/// A scenario with no configurations: only the board is shown.
-fn empty_scenario() -> Scenario {
-    Scenario {
-        path: PathBuf::from("--target"),
-        name: String::new(),
-        description: String::new(),
-        trials: 1,
-        duration: scenario::DEFAULT_DURATION,
-        warmup: scenario::DEFAULT_WARMUP,
-        order: scenario::Order::Interleaved,
-        configs: Vec::new(),
-        target: None,
-        monitor: None,
     }
 }
 

@@ -136,18 +136,7 @@ impl TargetArgs {
     /// The board these options name, alone (no scenario): defaults for
     /// everything but the destination and the options.
     pub fn board(&self) -> Result<Option<SshTarget>, String> {
-        let mut s = Scenario {
-            path: PathBuf::from("--target"),
-            name: String::new(),
-            description: String::new(),
-            trials: 1,
-            duration: scenario::DEFAULT_DURATION,
-            warmup: scenario::DEFAULT_WARMUP,
-            order: scenario::Order::Interleaved,
-            configs: Vec::new(),
-            target: None,
-            monitor: None,
-        };
+        let mut s = Scenario::without_configs("--target", None);
         self.apply(&mut s)?;
         Ok(s.target)
     }
@@ -178,18 +167,7 @@ pub fn restore(args: &RestoreArgs) -> Result<ExitCode> {
         Ok(b) => b,
         Err(m) => return Ok(bad_input(&[m])),
     };
-    let mut s = Scenario {
-        path: PathBuf::from("restore"),
-        name: String::new(),
-        description: String::new(),
-        trials: 1,
-        duration: scenario::DEFAULT_DURATION,
-        warmup: scenario::DEFAULT_WARMUP,
-        order: scenario::Order::Interleaved,
-        configs: Vec::new(),
-        target: board,
-        monitor: None,
-    };
+    let mut s = Scenario::without_configs("restore", board);
     if let Err(e) = crate::deps::ensure(crate::deps::for_run(
         args.bins.bin_dir.is_some(),
         s.target.as_ref(),

@@ -135,6 +135,24 @@ pub struct ScenarioFingerprint {
 }
 
 impl Scenario {
+    /// A scenario with no configurations, only defaults and `target`: what
+    /// `restore`, `board check` and `--target` alone work from. `path`
+    /// names where it came from in messages.
+    pub fn without_configs(path: &str, target: Option<SshTarget>) -> Scenario {
+        Scenario {
+            path: PathBuf::from(path),
+            name: String::new(),
+            description: String::new(),
+            trials: 1,
+            duration: DEFAULT_DURATION,
+            warmup: DEFAULT_WARMUP,
+            order: Order::Interleaved,
+            configs: Vec::new(),
+            target,
+            monitor: None,
+        }
+    }
+
     /// The fingerprint of configuration `config`; `None` when the scenario
     /// has no such configuration.
     pub fn fingerprint(&self, config: &str) -> Option<ScenarioFingerprint> {
