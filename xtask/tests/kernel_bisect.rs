@@ -38,6 +38,13 @@
 //! baseline" decides it. The culprit's confirmation keeps its default, 8
 //! trials of each side: one outlier among 4 of the parent's left p 0.17.
 //!
+//! Boots differ: in one CI-like run the baseline's boot gave 85–211 ms
+//! (median 185) and three good steps, each its own boot, 122–313 ms; one
+//! of them, 220–253 ms, lay above all eight baseline trials and below the
+//! whole bad reference, so both tests rejected at once. Inside the zone
+//! the rule takes the nearer state (halfway is 2× the baseline's median
+//! at 200 %): a good kernel's 1.1–1.4× is good, the culprit's 3–4× bad.
+//!
 //! A verdict measured in an emulated guest needs a quiet host: under TCG
 //! the guest's timing follows the host's load. Beside 60 busy loops, with
 //! QEMU at nice -20 in the loops' scheduling group, the base kernel's

@@ -43,8 +43,18 @@
 //!   (Mann–Whitney; sparse baseline: the sign test) → **good**. At a change
 //!   of exactly the threshold the new trials are at least as bad as the
 //!   reference, so P(false good) ≤ α.
-//! - both at once (only inside the indifference zone): the stronger
-//!   evidence (smaller p / level) decides.
+//! - both at once (only inside the indifference zone, the new trials
+//!   between the two states): the **nearer state** decides — bad when the
+//!   new trials' median is worse than the midpoint between the baseline's
+//!   median and the bad reference's (halfway to the threshold), good when
+//!   better. Either answer keeps both promises above (each still needs its
+//!   own test to reject), but the zone is where a commit that is not the
+//!   regression lands when the machine drifts between the baseline's
+//!   measurement and its own: a kernel's good steps booted 1.2–1.5× the
+//!   baseline boot's longest gaps in a TCG guest, all above the baseline's
+//!   eight and all below the bad reference's, and the old tie-break (the
+//!   smaller p / level, which with no overlap either way is a tie, then
+//!   "bad") named a good commit bad. The culprit's were 3–4×: nearer bad.
 //! - neither by `--max-trials`: **undecided**, the step exits 125 (skip).
 //!   A guess there is wrong about as often as a coin: the pre-issue-12
 //!   rule forced 52–70 % of its verdicts at the cap and was wrong 10–16 %
@@ -83,6 +93,9 @@ pub struct Look {
     pub level: f64,
     /// `p_better`'s per-look level.
     pub level_better: f64,
+    /// Both tests rejected: the new trials lie between the two states and
+    /// the nearer one decided ([`Rule::midpoint`]).
+    pub between: bool,
 }
 
 /// How "better than the bad state" is tested.
@@ -102,6 +115,7 @@ pub struct Rule {
     good_test: GoodTest,
     baseline_mean: f64,
     bad_mean: f64,
+    midpoint: f64,
     direction: Direction,
     max_trials: usize,
     levels: Vec<f64>,
@@ -125,11 +139,14 @@ impl Rule {
         let levels = stats::sequential_mwu_levels(alpha, baseline.len(), max_trials);
         let t = threshold_pct / 100.0;
         let sparse = direction == Direction::LowerIsBetter && mean < resolution / 2.0;
-        let (good_test, levels_better, bad_mean) = if sparse {
+        let median = |v: &[f64]| stats::Describe::of(v).map_or(0.0, |d| d.median);
+        let (good_test, levels_better, bad_mean, midpoint) = if sparse {
             (
                 GoodTest::Sign(resolution / 2.0),
                 stats::sequential_sign_levels(alpha, max_trials),
                 mean + resolution.max(t * mean),
+                // Bad is one resolution unit per trial more.
+                worse_by(direction, median(baseline), resolution / 2.0),
             )
         } else {
             let scaled: Vec<f64> = baseline
@@ -137,13 +154,15 @@ impl Rule {
                 .map(|b| worse_by(direction, *b, t * b.abs()))
                 .collect();
             let bad_mean = scaled.iter().sum::<f64>() / scaled.len().max(1) as f64;
-            (GoodTest::Scaled(scaled), levels.clone(), bad_mean)
+            let midpoint = (median(baseline) + median(&scaled)) / 2.0;
+            (GoodTest::Scaled(scaled), levels.clone(), bad_mean, midpoint)
         };
         Rule {
             baseline: baseline.to_vec(),
             good_test,
             baseline_mean: mean,
             bad_mean,
+            midpoint,
             direction,
             max_trials,
             levels,
@@ -160,6 +179,24 @@ impl Rule {
     /// The baseline's mean.
     pub fn baseline_mean(&self) -> f64 {
         self.baseline_mean
+    }
+
+    /// Halfway between the baseline's median and the bad reference's (a
+    /// sparse baseline's: its median made worse by half a resolution
+    /// unit): new trials between the two states whose median is worse
+    /// than this are nearer the bad state.
+    pub fn midpoint(&self) -> f64 {
+        self.midpoint
+    }
+
+    /// Whether trials between the two states are nearer the bad one: their
+    /// median is worse than [`Rule::midpoint`], or on it.
+    fn nearer_bad(&self, new: &[f64]) -> bool {
+        let median = stats::Describe::of(new).map_or(self.midpoint, |d| d.median);
+        match self.direction {
+            Direction::LowerIsBetter => median >= self.midpoint,
+            Direction::HigherIsBetter => median <= self.midpoint,
+        }
     }
 
     /// Whether the baseline is sparse (see the module docs): "good" is then
@@ -215,9 +252,10 @@ impl Rule {
         let at = |l: &[f64]| l.get(k.wrapping_sub(1)).copied().unwrap_or(0.0);
         let (level, level_better) = (at(&self.levels), at(&self.levels_better));
         let (p_worse, p_better) = self.p_values(new);
+        let between = p_worse <= level && p_better <= level_better;
         let decision = match (p_worse <= level, p_better <= level_better) {
-            // Only inside the indifference zone: the stronger evidence.
-            (true, true) if p_worse / level <= p_better / level_better => Decision::Bad,
+            // Only inside the indifference zone: the nearer state.
+            (true, true) if self.nearer_bad(new) => Decision::Bad,
             (true, true) => Decision::Good,
             (true, false) => Decision::Bad,
             (false, true) => Decision::Good,
@@ -230,6 +268,7 @@ impl Rule {
             p_better,
             level,
             level_better,
+            between,
         }
     }
 }
@@ -313,13 +352,17 @@ pub fn confirm(
             Direction::HigherIsBetter => m.p_less,
         })
     });
-    let verdict = if p_culprit_worse <= alpha {
+    // Both at once: the culprit lies between its parent and the bad state,
+    // and the nearer one decides, as at a step.
+    let (worse, better) = (p_culprit_worse <= alpha, p_culprit_better <= alpha);
+    let worse = worse && (!better || rule.nearer_bad(culprit));
+    let verdict = if worse {
         if p_revert_better.is_some_and(|p| p > alpha) {
             Confirmation::RevertDoesNotHelp
         } else {
             Confirmation::Confirmed
         }
-    } else if p_culprit_better <= alpha {
+    } else if better {
         Confirmation::Refuted
     } else {
         Confirmation::Inconclusive
@@ -379,6 +422,68 @@ mod tests {
         let r = Rule::new(&SPREAD, Direction::LowerIsBetter, 6.0, 100.0, 0.05, 10);
         let halfway: Vec<f64> = SPREAD.iter().chain(&SPREAD[..2]).map(|b| b * 1.5).collect();
         assert_eq!(run(&r, &halfway), (10, Decision::Undecided));
+    }
+
+    /// A CI run's kernel bisection (longest gap, ms, threshold 200 %, 8
+    /// baseline trials, 8 looks): the baseline's boot of the base kernel.
+    const BASE_BOOT: [f64; 8] = [
+        196.607, 85.299, 185.751, 185.052, 211.366, 194.643, 141.841, 146.314,
+    ];
+
+    #[test]
+    fn between_the_two_states_the_nearer_one_decides() {
+        let r = Rule::new(&BASE_BOOT, Direction::LowerIsBetter, 1.0, 200.0, 0.05, 8);
+        // Baseline median 185.4015, bad reference's 556.2045.
+        assert!((r.midpoint() - 370.803).abs() < 1e-9, "{}", r.midpoint());
+        // A good commit booted a little slower: above all eight baseline
+        // trials and below all of the bad reference's, so both tests reject
+        // at the third look (p 0.0061 each, level 0.0213). The old
+        // tie-break named it bad and the bisection lost its culprit.
+        let good_step = [248.471, 219.925, 252.711];
+        let look = r.look(&good_step);
+        assert!(look.between, "{look:?}");
+        assert_eq!(look.p_worse, look.p_better, "{look:?}");
+        assert_eq!(look.decision, Decision::Good, "{look:?}");
+        // The culprit's trials in that run: worse than the baseline only.
+        let culprit = [698.591, 688.404, 607.515];
+        let look = r.look(&culprit);
+        assert!(!look.between, "{look:?}");
+        assert_eq!(look.decision, Decision::Bad);
+        // Between the states and nearer the bad one: bad. (A tight
+        // baseline: 100–107, bad reference 300–321, midpoint 207.)
+        let tight: Vec<f64> = (0..8).map(|i| 100.0 + i as f64).collect();
+        let r = Rule::new(&tight, Direction::LowerIsBetter, 1.0, 200.0, 0.05, 8);
+        let look = r.look(&[250.0, 260.0, 255.0]);
+        assert!(look.between, "{look:?}");
+        assert_eq!(look.decision, Decision::Bad);
+        let look = r.look(&[180.0, 170.0, 175.0]);
+        assert!(look.between, "{look:?}");
+        assert_eq!(look.decision, Decision::Good);
+        // The confirmation weighs the same way. A commit 150 ms slower
+        // than its parent (235–361 ms: all above the parent's trials, all
+        // but one below the bad reference's) is worse than its parent and
+        // better than the bad state at once, and nearer its parent: not
+        // confirmed as the culprit. 2.2× plus 60 ms (248–525): confirmed.
+        let check = |culprit: &[f64]| {
+            confirm(
+                &BASE_BOOT,
+                culprit,
+                None,
+                Direction::LowerIsBetter,
+                1.0,
+                200.0,
+                0.05,
+            )
+        };
+        let drifted: Vec<f64> = BASE_BOOT.iter().map(|b| b + 150.0).collect();
+        let c = check(&drifted);
+        assert!(
+            c.p_culprit_worse <= 0.05 && c.p_culprit_better <= 0.05,
+            "{c:?}"
+        );
+        assert_eq!(c.verdict, Confirmation::Refuted);
+        let worse: Vec<f64> = BASE_BOOT.iter().map(|b| b * 2.2 + 60.0).collect();
+        assert_eq!(check(&worse).verdict, Confirmation::Confirmed);
     }
 
     #[test]
