@@ -30,6 +30,15 @@ pub fn program() -> &'static str {
     PROGRAM.get().copied().unwrap_or("xrunbench")
 }
 
+/// How the user types this program's verbs: `cargo xtask` under xtask,
+/// else the program's name — for messages that tell them what to run.
+pub fn invocation() -> &'static str {
+    match program() {
+        "xtask" => "cargo xtask",
+        name => name,
+    }
+}
+
 /// Prints one line on stderr after the program's name: `say!(": {x}")`
 /// prints `xrunbench: …` (or `xtask: …`), `say!(" bisect: …")` prints
 /// `xrunbench bisect: …`.

@@ -79,3 +79,32 @@ fn its_messages_go_by_its_own_name() {
         "{stderr}"
     );
 }
+
+#[test]
+fn what_it_tells_the_user_to_run_is_its_own_verb() {
+    // A baseline with a trial but without the run's record: bisect says
+    // what makes one, as this user types it.
+    let dir = tempfile::tempdir().unwrap();
+    let trials = dir.path().join("base/trials");
+    std::fs::create_dir_all(&trials).unwrap();
+    let workspace = concat!(env!("CARGO_MANIFEST_DIR"), "/../..");
+    std::fs::copy(
+        format!("{workspace}/xtask/tests/golden/trial-template.json"),
+        trials.join("sched-other-1.json"),
+    )
+    .unwrap();
+    let out = xrunbench()
+        .args(["bisect", &format!("{workspace}/scenarios/quickstart.toml")])
+        .args(["--config", "sched-other", "--baseline"])
+        .arg(dir.path().join("base"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(128));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains(
+            "run.json: not found: the baseline must be a run directory of `xrunbench run`"
+        ),
+        "{stderr}"
+    );
+}

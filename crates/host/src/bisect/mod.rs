@@ -360,9 +360,10 @@ fn check_same_scenario(
     let manifest = base.manifest_path();
     let Some(recorded) = &base.manifest else {
         return Err(abort(format!(
-            "{}: not found: the baseline must be a run directory of `cargo xtask run`, which \
+            "{}: not found: the baseline must be a run directory of `{} run`, which \
              records its scenario there",
-            manifest.display()
+            manifest.display(),
+            crate::util::invocation()
         )));
     };
     let Some(theirs) = recorded.scenario.fingerprint(base_config) else {

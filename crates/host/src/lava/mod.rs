@@ -87,7 +87,10 @@ pub fn run(args: &LavaArgs) -> Result<ExitCode> {
         g.trials,
         gates.len() - host_side,
         if host_side > 0 {
-            format!(", {host_side} against the baseline judged by `cargo xtask lava-results`")
+            format!(
+                ", {host_side} against the baseline judged by `{} lava-results`",
+                crate::util::invocation()
+            )
         } else {
             String::new()
         }

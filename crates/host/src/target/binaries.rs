@@ -34,15 +34,17 @@ pub fn for_arch(arch: &str, bin_dir: Option<PathBuf>, features: &[String]) -> Re
     let dir = board_dir().join(arch);
     if BINARIES.iter().all(|b| dir.join(b.name).is_file()) {
         crate::say!(
-            ": using the {arch} board binaries in {} (from `cargo xtask board build`)",
-            dir.display()
+            ": using the {arch} board binaries in {} (from `{} board build`)",
+            dir.display(),
+            crate::util::invocation()
         );
         return Ok(dir);
     }
     bail!(
         "the board runs {arch} and there are no {arch} board binaries in {}: build them with \
-         `cargo xtask board build --arch {arch}`, or give --bin-dir DIR",
-        dir.display()
+         `{} board build --arch {arch}`, or give --bin-dir DIR",
+        dir.display(),
+        crate::util::invocation()
     )
 }
 
