@@ -126,6 +126,7 @@ pub fn run(args: &TestArgs) -> Result<ExitCode> {
         return Ok(e.report());
     }
     lint_steps()?;
+    let jack = xrunbench_soundserver::JackLeftovers::note();
     let skips = SkipLog::start()?;
     let mut failed = Vec::new();
     let mut cmd = cargo_test();
@@ -147,6 +148,12 @@ pub fn run(args: &TestArgs) -> Result<ExitCode> {
     }
     failed.extend(board_stage(&board_arches())?);
     failed.extend(skips.finish());
+    if jack.clean() {
+        eprintln!(
+            "xtask test: removed {} (libjack's, left by the JACK tests)",
+            xrunbench_soundserver::JACK_SHM_REGISTRY
+        );
+    }
     if !failed.is_empty() {
         bail!("failed: {}", failed.join("; "));
     }

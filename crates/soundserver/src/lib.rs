@@ -379,6 +379,65 @@ impl Drop for JackServer {
     }
 }
 
+/// libjack's registry of shared-memory segments: made by the first JACK
+/// process (server or client) and removed by none, so a run of JACK servers
+/// leaves it behind.
+pub const JACK_SHM_REGISTRY: &str = "/dev/shm/jack-shm-registry";
+
+/// What JACK servers leave behind, noted before a batch of them runs (a
+/// suite, a benchmark) and removed after it — by [`JackLeftovers::clean`]
+/// or when dropped, so also on an early return — leaving the machine as it
+/// was found. Not per server: while another JACK server runs, the registry
+/// is its too, and removing it would cut its clients off. Hold it longer
+/// than the servers (declare it first).
+#[derive(Debug)]
+pub struct JackLeftovers {
+    /// The registry was there before (or has been removed since): leave it.
+    leave: bool,
+}
+
+impl JackLeftovers {
+    /// Notes whether the registry is there before any of our servers.
+    pub fn note() -> JackLeftovers {
+        JackLeftovers {
+            leave: std::path::Path::new(JACK_SHM_REGISTRY).exists(),
+        }
+    }
+
+    /// Removes the registry if it was not there before and no JACK server
+    /// runs now; whether it did.
+    pub fn clean(mut self) -> bool {
+        self.remove()
+    }
+
+    fn remove(&mut self) -> bool {
+        let removed = !self.leave
+            && !jack_server_running()
+            && std::fs::remove_file(JACK_SHM_REGISTRY).is_ok();
+        self.leave = true;
+        removed
+    }
+}
+
+impl Drop for JackLeftovers {
+    fn drop(&mut self) {
+        self.remove();
+    }
+}
+
+/// Whether any JACK server runs on this machine (ours or not).
+fn jack_server_running() -> bool {
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        // Cannot tell: keep what may be in use.
+        return true;
+    };
+    dir.filter_map(|e| {
+        let pid: u32 = e.ok()?.file_name().to_str()?.parse().ok()?;
+        std::fs::read_to_string(format!("/proc/{pid}/comm")).ok()
+    })
+    .any(|comm| matches!(comm.trim_end(), "jackd" | "jackdbus"))
+}
+
 /// Name of the hinted `plug` PCM over JACK that [`HintedJackPcm`] defines.
 pub const HINTED_JACK_PCM: &str = "xrunbench_jack";
 
@@ -844,5 +903,31 @@ impl Drop for PipeWireServer {
         }
         let _ = std::fs::remove_dir_all(&self.runtime_dir);
         let _ = std::fs::remove_file(&self.log_path);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn jack_servers_leave_the_registry_as_they_found_it() {
+        xrunbench_test_support::skip_unless!(
+            program_exists("jackd") && program_exists("jack_lsp"),
+            "jackd not installed (jackd2; cargo xtask test installs it)"
+        );
+        let path = std::path::Path::new(JACK_SHM_REGISTRY);
+        // Another JACK server (the user's) shares the registry: ours must
+        // not take it away from it.
+        let existed = path.exists() || jack_server_running();
+        let leftovers = JackLeftovers::note();
+        let server = JackServer::start(&JackConfig::default()).unwrap();
+        assert!(path.exists(), "jackd runs without {JACK_SHM_REGISTRY}");
+        // While a server runs the registry is in use.
+        assert!(!JackLeftovers { leave: false }.clean());
+        assert!(path.exists());
+        drop(server);
+        assert_eq!(leftovers.clean(), !existed);
+        assert_eq!(path.exists(), existed);
     }
 }

@@ -12,7 +12,9 @@ use std::path::PathBuf;
 use std::process::{Command, ExitCode, Stdio};
 
 use anyhow::{bail, Context, Result};
-use xrunbench_soundserver::{HintedJackPcm, JackConfig, JackServer, HINTED_JACK_PCM};
+use xrunbench_soundserver::{
+    HintedJackPcm, JackConfig, JackLeftovers, JackServer, HINTED_JACK_PCM,
+};
 
 use super::stats::{median, wait_with_cost, ChildCost};
 use xrunbench_host::util::build_release_binaries;
@@ -121,6 +123,9 @@ const TOOLS: [&str; 3] = ["aplay", "xrun-player alsa", "xrun-player cpal"];
 /// Runs the benchmark.
 pub fn run(args: &Args) -> Result<ExitCode> {
     let bin = build_release_binaries(&["xrunbench-player"])?.join("xrun-player");
+    // Dropped after the server (declared before it): libjack's registry
+    // goes with the benchmark.
+    let _jack = JackLeftovers::note();
     let server = match args.device {
         Some(_) => None,
         None => Some(JackServer::start(&JackConfig::default())?),
