@@ -38,7 +38,7 @@
 //! baseline" decides it. The culprit's confirmation keeps its default, 8
 //! trials of each side: one outlier among 4 of the parent's left p 0.17.
 //!
-//! Boots differ: in one CI-like run the baseline's boot gave 85–211 ms
+//! Boots differ: in one quiet suite run the baseline's boot gave 85–211 ms
 //! (median 185) and three good steps, each its own boot, 122–313 ms; one
 //! of them, 220–253 ms, lay above all eight baseline trials and below the
 //! whole bad reference, so both tests rejected at once. Inside the zone

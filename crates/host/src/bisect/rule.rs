@@ -424,7 +424,7 @@ mod tests {
         assert_eq!(run(&r, &halfway), (10, Decision::Undecided));
     }
 
-    /// A CI run's kernel bisection (longest gap, ms, threshold 200 %, 8
+    /// A quiet suite run's kernel bisection (longest gap, ms, threshold 200 %, 8
     /// baseline trials, 8 looks): the baseline's boot of the base kernel.
     const BASE_BOOT: [f64; 8] = [
         196.607, 85.299, 185.751, 185.052, 211.366, 194.643, 141.841, 146.314,
