@@ -4,6 +4,7 @@
 
 use std::process::Command;
 
+use xrunbench_test_support::boards::workspace;
 use xrunbench_test_support::scenarios::run_one_trial_here;
 
 fn xrunbench() -> Command {
@@ -87,14 +88,15 @@ fn what_it_tells_the_user_to_run_is_its_own_verb() {
     let dir = tempfile::tempdir().unwrap();
     let trials = dir.path().join("base/trials");
     std::fs::create_dir_all(&trials).unwrap();
-    let workspace = concat!(env!("CARGO_MANIFEST_DIR"), "/../..");
+    let workspace = workspace();
     std::fs::copy(
-        format!("{workspace}/xtask/tests/golden/trial-template.json"),
+        workspace.join("xtask/tests/golden/trial-template.json"),
         trials.join("sched-other-1.json"),
     )
     .unwrap();
     let out = xrunbench()
-        .args(["bisect", &format!("{workspace}/scenarios/quickstart.toml")])
+        .arg("bisect")
+        .arg(workspace.join("scenarios/quickstart.toml"))
         .args(["--config", "sched-other", "--baseline"])
         .arg(dir.path().join("base"))
         .output()

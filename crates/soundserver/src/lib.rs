@@ -427,15 +427,46 @@ impl Drop for JackLeftovers {
 
 /// Whether any JACK server runs on this machine (ours or not).
 fn jack_server_running() -> bool {
-    let Ok(dir) = std::fs::read_dir("/proc") else {
+    let Some(all) = processes() else {
         // Cannot tell: keep what may be in use.
         return true;
     };
-    dir.filter_map(|e| {
-        let pid: u32 = e.ok()?.file_name().to_str()?.parse().ok()?;
-        std::fs::read_to_string(format!("/proc/{pid}/comm")).ok()
-    })
-    .any(|comm| matches!(comm.trim_end(), "jackd" | "jackdbus"))
+    all.iter()
+        .any(|p| matches!(p.comm.as_str(), "jackd" | "jackdbus"))
+}
+
+/// One process, from `/proc/PID/stat`.
+pub(crate) struct Process {
+    pub(crate) pid: u32,
+    /// Its command name.
+    pub(crate) comm: String,
+    pub(crate) ppid: u32,
+    pub(crate) pgrp: u32,
+}
+
+/// Every process on the machine; `None` when /proc cannot be read.
+pub(crate) fn processes() -> Option<Vec<Process>> {
+    let dir = std::fs::read_dir("/proc").ok()?;
+    Some(
+        dir.filter_map(|e| {
+            let pid: u32 = e.ok()?.file_name().to_str()?.parse().ok()?;
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+            // pid (comm) state ppid pgrp …; comm may hold spaces and
+            // parentheses, so split at the last ')'.
+            let (head, tail) = stat.rsplit_once(')')?;
+            let comm = head.split_once('(')?.1.to_string();
+            let mut fields = tail.split_whitespace().skip(1);
+            let ppid = fields.next()?.parse().ok()?;
+            let pgrp = fields.next()?.parse().ok()?;
+            Some(Process {
+                pid,
+                comm,
+                ppid,
+                pgrp,
+            })
+        })
+        .collect(),
+    )
 }
 
 /// Name of the hinted `plug` PCM over JACK that [`HintedJackPcm`] defines.
@@ -706,19 +737,12 @@ fn make_threads_fifo(program: &'static str, pid: u32, priority: u8) -> Result<()
 
 /// The processes of process group `pgid`, with their command names.
 fn group_members(pgid: u32) -> Vec<(u32, String)> {
-    let Ok(dir) = std::fs::read_dir("/proc") else {
-        return Vec::new();
-    };
-    dir.filter_map(|e| {
-        let pid: u32 = e.ok()?.file_name().to_str()?.parse().ok()?;
-        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-        // pid (comm) state ppid pgrp …; comm may hold spaces and parentheses.
-        let (head, tail) = stat.rsplit_once(')')?;
-        let comm = head.split_once('(')?.1.to_string();
-        let group: u32 = tail.split_whitespace().nth(2)?.parse().ok()?;
-        (group == pgid).then_some((pid, comm))
-    })
-    .collect()
+    processes()
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|p| p.pgrp == pgid)
+        .map(|p| (p.pid, p.comm))
+        .collect()
 }
 
 /// SIGTERM, then SIGKILL if it has not gone within 3 s; always reaped.

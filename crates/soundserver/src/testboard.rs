@@ -437,23 +437,11 @@ fn comm(pid: u32) -> Option<String> {
 
 /// Every process below `root`, from /proc.
 fn descendants(root: u32) -> Vec<u32> {
-    let mut parent_of = Vec::new();
-    if let Ok(entries) = std::fs::read_dir("/proc") {
-        for e in entries.flatten() {
-            let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else {
-                continue;
-            };
-            let stat = std::fs::read_to_string(e.path().join("stat")).unwrap_or_default();
-            // pid (comm) state ppid …: comm may hold blanks, so split after ')'.
-            if let Some(ppid) = stat
-                .rsplit_once(')')
-                .and_then(|(_, rest)| rest.split_whitespace().nth(1))
-                .and_then(|p| p.parse::<u32>().ok())
-            {
-                parent_of.push((pid, ppid));
-            }
-        }
-    }
+    let parent_of: Vec<(u32, u32)> = crate::processes()
+        .unwrap_or_default()
+        .iter()
+        .map(|p| (p.pid, p.ppid))
+        .collect();
     let mut out = Vec::new();
     let mut frontier = vec![root];
     while let Some(p) = frontier.pop() {

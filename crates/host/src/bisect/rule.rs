@@ -93,9 +93,14 @@ pub struct Look {
     pub level: f64,
     /// `p_better`'s per-look level.
     pub level_better: f64,
+}
+
+impl Look {
     /// Both tests rejected: the new trials lie between the two states and
     /// the nearer one decided ([`Rule::midpoint`]).
-    pub between: bool,
+    pub fn between(&self) -> bool {
+        self.p_worse <= self.level && self.p_better <= self.level_better
+    }
 }
 
 /// How "better than the bad state" is tested.
@@ -252,7 +257,6 @@ impl Rule {
         let at = |l: &[f64]| l.get(k.wrapping_sub(1)).copied().unwrap_or(0.0);
         let (level, level_better) = (at(&self.levels), at(&self.levels_better));
         let (p_worse, p_better) = self.p_values(new);
-        let between = p_worse <= level && p_better <= level_better;
         let decision = match (p_worse <= level, p_better <= level_better) {
             // Only inside the indifference zone: the nearer state.
             (true, true) if self.nearer_bad(new) => Decision::Bad,
@@ -268,7 +272,6 @@ impl Rule {
             p_better,
             level,
             level_better,
-            between,
         }
     }
 }
@@ -441,23 +444,23 @@ mod tests {
         // tie-break named it bad and the bisection lost its culprit.
         let good_step = [248.471, 219.925, 252.711];
         let look = r.look(&good_step);
-        assert!(look.between, "{look:?}");
+        assert!(look.between(), "{look:?}");
         assert_eq!(look.p_worse, look.p_better, "{look:?}");
         assert_eq!(look.decision, Decision::Good, "{look:?}");
         // The culprit's trials in that run: worse than the baseline only.
         let culprit = [698.591, 688.404, 607.515];
         let look = r.look(&culprit);
-        assert!(!look.between, "{look:?}");
+        assert!(!look.between(), "{look:?}");
         assert_eq!(look.decision, Decision::Bad);
         // Between the states and nearer the bad one: bad. (A tight
         // baseline: 100–107, bad reference 300–321, midpoint 207.)
         let tight: Vec<f64> = (0..8).map(|i| 100.0 + i as f64).collect();
         let r = Rule::new(&tight, Direction::LowerIsBetter, 1.0, 200.0, 0.05, 8);
         let look = r.look(&[250.0, 260.0, 255.0]);
-        assert!(look.between, "{look:?}");
+        assert!(look.between(), "{look:?}");
         assert_eq!(look.decision, Decision::Bad);
         let look = r.look(&[180.0, 170.0, 175.0]);
-        assert!(look.between, "{look:?}");
+        assert!(look.between(), "{look:?}");
         assert_eq!(look.decision, Decision::Good);
         // The confirmation weighs the same way. A commit 150 ms slower
         // than its parent (235–361 ms: all above the parent's trials, all

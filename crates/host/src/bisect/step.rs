@@ -592,12 +592,12 @@ pub fn explain(
 ) -> String {
     let mean = values.iter().sum::<f64>() / values.len() as f64;
     let verdict = match look.decision {
-        Decision::Good if look.between => format!(
+        Decision::Good if look.between() => format!(
             "GOOD (between the two states, nearer the baseline: median better than the \
              midpoint {:.3})",
             rule.midpoint()
         ),
-        Decision::Bad if look.between => format!(
+        Decision::Bad if look.between() => format!(
             "BAD (between the two states, nearer the bad one: median not better than the \
              midpoint {:.3})",
             rule.midpoint()
