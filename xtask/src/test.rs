@@ -380,8 +380,33 @@ fn kernel_trial(built: &board::build::Built) -> Result<()> {
     Ok(())
 }
 
+/// What is in ~/.cache, two levels deep: where pip, zig and
+/// cargo-zigbuild write unless told otherwise.
+fn home_cache_entries() -> std::collections::BTreeSet<std::path::PathBuf> {
+    let Some(cache) = std::env::var_os("HOME").map(|h| std::path::PathBuf::from(h).join(".cache"))
+    else {
+        return Default::default();
+    };
+    let children = |dir: &std::path::Path| -> Vec<std::path::PathBuf> {
+        std::fs::read_dir(dir)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .map(|e| e.path())
+            .collect()
+    };
+    children(&cache)
+        .into_iter()
+        .flat_map(|top| {
+            let mut all = children(&top);
+            all.push(top);
+            all
+        })
+        .collect()
+}
+
 /// `board build --glibc 2.28` for aarch64: its binaries need no newer
-/// glibc, and still run.
+/// glibc, still run, and the build (pip, zig) left nothing in ~/.cache.
 fn older_glibc_check(arches: &[Arch], scratch: &std::path::Path) -> Vec<String> {
     let Some(arch) = arches.first().copied() else {
         return vec![];
@@ -393,7 +418,13 @@ fn older_glibc_check(arches: &[Arch], scratch: &std::path::Path) -> Vec<String> 
         glibc: Some(glibc),
     };
     let name = format!("{arch} built against glibc {glibc}");
+    let before = home_cache_entries();
     let result = board::build::build(&request).and_then(|built| {
+        let left: Vec<_> = home_cache_entries().difference(&before).cloned().collect();
+        anyhow::ensure!(
+            left.is_empty(),
+            "the build wrote outside the target directory: {left:?}"
+        );
         for bin in built.iter().flat_map(|b| &b.binaries) {
             let needs = bin.glibc.context("no glibc version needed at all")?;
             anyhow::ensure!(needs <= glibc, "{} needs glibc {needs}", bin.spec.name);

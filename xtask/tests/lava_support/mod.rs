@@ -27,6 +27,13 @@ pub fn cache_dir(what: &str) -> PathBuf {
     target.join("xrunbench-cache").join(what)
 }
 
+/// pip's cache for the suite's downloads, in the suite's cache: given as
+/// `PIP_CACHE_DIR`, since `--no-cache-dir` does not reach the pip that
+/// builds an sdist's build requirements, which then writes ~/.cache/pip.
+pub fn pip_cache() -> PathBuf {
+    cache_dir("pip")
+}
+
 /// Runs `cmd`, panicking with its output when it fails.
 pub fn checked(cmd: &mut Command, what: &str) -> Output {
     let out = cmd
@@ -310,6 +317,7 @@ pub fn junit_xsd() -> PathBuf {
         checked(
             Command::new(PYTHON)
                 .args(["-m", "pip", "download", "--no-deps", "--no-binary", ":all:"])
+                .env("PIP_CACHE_DIR", pip_cache())
                 .args(["--quiet", "pytest==8.3.5", "-d"])
                 .arg(tmp),
             "pip download pytest (its sources hold junit-10.xsd)",

@@ -3,7 +3,9 @@
 //! stubs of every glibc release, so the binaries need no symbol version
 //! newer than X.Y. zig and cargo-zigbuild come from pip, pinned, in a
 //! private Python environment under target/board (nothing is installed
-//! for the machine's Python).
+//! for the machine's Python). pip's, zig's and cargo-zigbuild's caches
+//! are there too: by default all three write under ~/.cache, which would
+//! outlive the target directory.
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -42,6 +44,9 @@ fn environment(board: &Path) -> Result<PathBuf> {
     run_checked(
         Command::new(env.join("bin/pip"))
             .args(["install", "--quiet", "--disable-pip-version-check"])
+            // Not --no-cache-dir: it does not reach the pip that builds an
+            // sdist's build requirements.
+            .env("PIP_CACHE_DIR", board.join("pip-cache"))
             .args(PIP_PACKAGES),
     )?;
     fs::write(env.join(STAMP), wanted)?;
@@ -66,7 +71,9 @@ pub fn build(
     cmd.args(["zigbuild", "--release"])
         .env("CARGO_TARGET_DIR", &target_dir)
         // cargo-zigbuild runs `python3 -m ziglang` from the environment.
-        .env("PATH", path);
+        .env("PATH", path)
+        .env("ZIG_GLOBAL_CACHE_DIR", board.join("zig-cache"))
+        .env("CARGO_ZIGBUILD_CACHE_DIR", board.join("zigbuild-cache"));
     for (arch, sysroot) in targets {
         cmd.arg("--target")
             .arg(format!("{}.{glibc}", arch.rust_target()));
