@@ -884,8 +884,19 @@ impl Target for Ssh {
 
     fn signal_trial(&self, pid: u32, hard: bool) {
         let sig = if hard { "KILL" } else { "TERM" };
-        let script =
-            format!("p={pid}; grep -q xrun-trial /proc/$p/cmdline 2>/dev/null && kill -{sig} $p");
+        let mut script = format!(
+            "p={pid}; grep -q xrun-trial /proc/$p/cmdline 2>/dev/null || exit 0; kill -{sig} $p"
+        );
+        if hard {
+            // SIGKILL takes effect when the trial next runs: on a loaded
+            // board, a while later. Until it is gone it may hold the card
+            // and its knobs, and the next attempt would start beside it;
+            // so "stopped" is waited for (up to 10 s), not assumed.
+            script.push_str(
+                "; i=0; while [ $i -lt 200 ] && grep -q xrun-trial /proc/$p/cmdline 2>/dev/null; \
+                 do sleep 0.05; i=$((i+1)); done",
+            );
+        }
         let _ = self.exec(&script, None, SHORT_COMMAND, "stopping the trial");
     }
 
