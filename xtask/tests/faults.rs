@@ -23,6 +23,7 @@ fn a_full_disk_reports_the_first_error_records_the_outcome_and_leaves_no_tempora
     // planned, so a test that notices the record late still fills the
     // disk long before the run could end.
     let disk = SmallDisk::mount(8 << 20);
+    let kept_before = kept_player_reports();
     let results = disk.path().join("results");
     let s = scenario(
         dir.path(),
@@ -82,6 +83,9 @@ fn a_full_disk_reports_the_first_error_records_the_outcome_and_leaves_no_tempora
         })
         .collect();
     assert!(tmp.is_empty(), "temporaries left: {tmp:?}\n{stderr}");
+    // Nor elsewhere: the player whose report did not fit kept it in the
+    // temporary directory, and the trial that ran it took it away.
+    assert_eq!(kept_player_reports(), kept_before, "{stderr}");
     // What was kept reads back.
     let run_dir = runs[0].parent().unwrap();
     let cmp = xtask()
@@ -121,4 +125,19 @@ fn fill_when_kept(
     while ballast.write_all(&[0xa5]).is_ok() {}
     assert_eq!(disk.free(), 0, "the disk is full");
     true
+}
+
+/// The reports players kept outside where they were asked to write them
+/// (`xrun-player-report-PID.json` in the temporary directory or /dev/shm).
+fn kept_player_reports() -> std::collections::BTreeSet<std::path::PathBuf> {
+    [std::env::temp_dir(), std::path::PathBuf::from("/dev/shm")]
+        .iter()
+        .flat_map(|d| std::fs::read_dir(d).into_iter().flatten().flatten())
+        .map(|e| e.path())
+        .filter(|p| {
+            p.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.starts_with("xrun-player-report-"))
+        })
+        .collect()
 }

@@ -169,10 +169,8 @@ fn report_bytes(report: &PlayerReport) -> std::io::Result<Vec<u8>> {
 /// directory, else on /dev/shm. Returns where it went.
 pub fn keep_elsewhere(report: &PlayerReport) -> Option<PathBuf> {
     let json = report_bytes(report).ok()?;
-    let name = format!("xrun-player-report-{}.json", std::process::id());
-    [std::env::temp_dir(), PathBuf::from("/dev/shm")]
+    xrunbench_schema::player::kept_report_paths(std::process::id())
         .into_iter()
-        .map(|d| d.join(&name))
         .find(|p| xrunbench_schema::doc::write_atomic(p, &json).is_ok())
 }
 

@@ -7,6 +7,18 @@ use crate::HistogramSummary;
 /// Schema identifier of [`PlayerReport`].
 pub const PLAYER_SCHEMA: &str = "xrunbench.player/1";
 
+/// Where xrun-player (pid `pid`) keeps a report it could not write where
+/// `--json` said, in the order it tries: the temporary directory, then
+/// /dev/shm. The player writes there; whoever ran it (xrun-trial) removes
+/// what it finds once the player has ended.
+pub fn kept_report_paths(pid: u32) -> [std::path::PathBuf; 2] {
+    let name = format!("xrun-player-report-{pid}.json");
+    [
+        std::env::temp_dir().join(&name),
+        std::path::Path::new("/dev/shm").join(name),
+    ]
+}
+
 /// Everything one `xrun-player` run measured.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct PlayerReport {

@@ -173,11 +173,9 @@ fn trial(
     // Named as temporaries of this process, so that after a SIGKILL the
     // runner's sweep knows them for a dead writer's.
     let me = std::process::id();
-    let scratch = Scratch(vec![
-        work.path.join(format!(".{stem}.player.json.tmp-{me}")),
-        work.path.join(format!(".{stem}.load.json.tmp-{me}")),
-    ]);
-    let (player_json, load_json) = (&scratch.0[0], &scratch.0[1]);
+    let player_json = &work.path.join(format!(".{stem}.player.json.tmp-{me}"));
+    let load_json = &work.path.join(format!(".{stem}.load.json.tmp-{me}"));
+    let mut scratch = Scratch(vec![player_json.clone(), load_json.clone()]);
     let duration_s = spec.duration_us as f64 / 1e6;
     let player_args = spec.player.to_args(&audio.path, duration_s, player_json);
     let load_args = spec
@@ -220,6 +218,13 @@ fn trial(
         |pid| side.watch_player(pid),
     );
     let side_player = side.player;
+    // A player that could not write its report where we said (a full
+    // disk) keeps it elsewhere; it is scratch like the rest.
+    if let Some(pid) = side_player {
+        scratch
+            .0
+            .extend(xrunbench_schema::player::kept_report_paths(pid));
+    }
     let (monitor_report, tracker) = side.finish(stem);
     record.monitor = monitor_report;
     drop(pm_qos);
