@@ -18,7 +18,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Instant;
 
-use lava_support::{cache_dir, checked, PYTHON};
+use lava_support::{cache_dir, checked, pip_cache, PYTHON};
 use ssh_support::*;
 use xrunbench_soundserver::TestBoard;
 
@@ -39,7 +39,9 @@ fn labgrid_bin() -> PathBuf {
             "python3 -m venv",
         );
         checked(
-            Command::new(venv.join("bin/pip")).args(["install", "--quiet", LABGRID]),
+            Command::new(venv.join("bin/pip"))
+                .args(["install", "--quiet", LABGRID])
+                .env("PIP_CACHE_DIR", pip_cache()),
             "pip install labgrid",
         );
         std::fs::write(&done, LABGRID).unwrap();
@@ -105,10 +107,11 @@ impl Drop for SwitchedOn {
         let Ok(pid) = std::fs::read_to_string(&self.0) else {
             return;
         };
-        let pid = pid.trim();
-        let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
-        if comm.trim() == "sshd" {
-            if let Ok(pid) = pid.parse::<libc::pid_t>() {
+        let Ok(pid) = pid.trim().parse::<u32>() else {
+            return;
+        };
+        if xrunbench_test_support::procs::process(pid).is_some_and(|p| p.comm == "sshd") {
+            if let Ok(pid) = libc::pid_t::try_from(pid) {
                 // SAFETY: kill(2) on the sshd the test's power switch started.
                 unsafe {
                     libc::kill(pid, libc::SIGTERM);

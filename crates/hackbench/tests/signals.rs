@@ -8,6 +8,9 @@ use std::io::{BufRead, BufReader, Read};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use xrunbench_test_support::procs::{self, alive};
+use xrunbench_test_support::wait_for;
+
 const OURS: &str = env!("CARGO_BIN_EXE_xrun-hackbench");
 
 /// A load long enough to be caught mid-round: 2 groups × 4 fds = 16 tasks.
@@ -23,60 +26,14 @@ fn spawn(args: &[&str]) -> Child {
         .expect("spawn")
 }
 
-/// (pid, state) of every process whose parent is `ppid`.
-fn children_of(ppid: u32) -> Vec<(u32, char)> {
-    let mut out = Vec::new();
-    let Ok(dir) = std::fs::read_dir("/proc") else {
-        return out;
-    };
-    for e in dir.flatten() {
-        let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else {
-            continue;
-        };
-        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
-            continue;
-        };
-        // The fields after the parenthesised command name: state, ppid, ...
-        let Some(rest) = stat.rsplit_once(')').map(|(_, r)| r) else {
-            continue;
-        };
-        let mut f = rest.split_whitespace();
-        let state = f.next().and_then(|s| s.chars().next()).unwrap_or('?');
-        if f.next().and_then(|p| p.parse::<u32>().ok()) == Some(ppid) {
-            out.push((pid, state));
-        }
-    }
-    out
-}
-
-fn threads_of(pid: u32) -> usize {
-    std::fs::read_dir(format!("/proc/{pid}/task"))
-        .map(|d| d.count())
-        .unwrap_or(0)
+/// The pids of `ppid`'s children.
+fn children_of(ppid: u32) -> Vec<u32> {
+    procs::children_of(ppid).iter().map(|p| p.pid).collect()
 }
 
 /// Waits until `ready()` or panics after 20 s.
-fn wait_until(what: &str, mut ready: impl FnMut() -> bool) {
-    let start = Instant::now();
-    while !ready() {
-        assert!(
-            start.elapsed() < Duration::from_secs(20),
-            "timed out waiting for {what}"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
-/// Alive = exists and is not a zombie (an orphan reparented to a
-/// non-reaping init may linger as a zombie; it runs nothing).
-fn alive(pid: u32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .ok()
-        .and_then(|s| {
-            s.rsplit_once(')')
-                .map(|(_, r)| r.trim_start().starts_with('Z'))
-        })
-        .is_some_and(|zombie| !zombie)
+fn wait_until(what: &str, ready: impl FnMut() -> bool) {
+    assert!(wait_for(20, ready), "timed out waiting for {what}");
 }
 
 /// Waits for the child to exit (or panics after 20 s).
@@ -109,7 +66,7 @@ fn sigterm_and_sigint_reap_every_process_worker() {
         let mut child = spawn(LONG);
         let pid = child.id();
         wait_until("all workers", || children_of(pid).len() == TASKS);
-        let workers: HashSet<u32> = children_of(pid).into_iter().map(|(p, _)| p).collect();
+        let workers: HashSet<u32> = children_of(pid).into_iter().collect();
         std::thread::sleep(Duration::from_millis(200)); // let the round start
         signal(&child, sig);
         let status = wait_exit(&mut child);
@@ -133,7 +90,7 @@ fn sigterm_stops_thread_mode_promptly() {
     args.extend_from_slice(LONG);
     let mut child = spawn(&args);
     let pid = child.id();
-    wait_until("all threads", || threads_of(pid) > TASKS);
+    wait_until("all threads", || procs::threads(pid).len() > TASKS);
     std::thread::sleep(Duration::from_millis(200));
     signal(&child, libc::SIGTERM);
     let status = wait_exit(&mut child);
@@ -147,7 +104,7 @@ fn sigkilled_parent_takes_its_workers_along() {
     let mut child = spawn(LONG);
     let pid = child.id();
     wait_until("all workers", || children_of(pid).len() == TASKS);
-    let workers: Vec<u32> = children_of(pid).into_iter().map(|(p, _)| p).collect();
+    let workers = children_of(pid);
     signal(&child, libc::SIGKILL);
     let _ = wait_exit(&mut child);
     wait_until("workers to die with their parent", || {
@@ -212,11 +169,7 @@ fn a_dead_worker_fails_the_run_and_is_named() {
     let pid = child.id();
     wait_until("all workers", || children_of(pid).len() == TASKS);
     std::thread::sleep(Duration::from_millis(200));
-    let victim = children_of(pid)
-        .into_iter()
-        .map(|(p, _)| p)
-        .min()
-        .expect("a worker");
+    let victim = children_of(pid).into_iter().min().expect("a worker");
     // SAFETY: killing one worker of our child.
     unsafe { libc::kill(victim as i32, libc::SIGKILL) };
     let status = wait_exit(&mut child);

@@ -307,14 +307,12 @@ mod pulse_host {
         let _serial = timing_lock();
         let server = pulse();
         let pid = server.pid().expect("server running");
-        let tasks: Vec<i32> = std::fs::read_dir(format!("/proc/{pid}/task"))
-            .unwrap()
-            .filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
-            .collect();
+        let tasks = xrunbench_test_support::procs::threads(pid);
         assert!(tasks.len() > 1, "{tasks:?}");
         for tid in tasks {
             // SAFETY: plain syscall on a thread id.
-            let policy = unsafe { libc::sched_getscheduler(tid) } & !libc::SCHED_RESET_ON_FORK;
+            let policy = unsafe { libc::sched_getscheduler(tid as libc::pid_t) }
+                & !libc::SCHED_RESET_ON_FORK;
             assert!(
                 policy == libc::SCHED_FIFO || policy == libc::SCHED_RR,
                 "pulseaudio thread {tid}: policy {policy}"

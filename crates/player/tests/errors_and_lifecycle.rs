@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use common::*;
 use xrunbench_schema::player::EndReason;
+use xrunbench_test_support::procs;
 
 /// Runs the player, expects `code` and a single stderr line containing
 /// every one of `needles`.
@@ -297,7 +298,7 @@ fn wait_until_playing(pid: u32, wav: &Path) {
                 break Path::new("/dev/shm").join(copy);
             }
             assert!(
-                is_alive(pid),
+                procs::alive(pid),
                 "the player ended before it copied {}",
                 wav.display()
             );
@@ -333,12 +334,9 @@ fn a_player_running_past_the_tests_limit_is_killed_and_named() {
         message.contains("hung: still running 500ms after it started; killed"),
         "{message}"
     );
-    assert!(
-        !std::fs::read_dir("/proc")
-            .unwrap()
-            .flatten()
-            .filter_map(|e| std::fs::read_to_string(e.path().join("cmdline")).ok())
-            .any(|c| c.contains("600\0-q\0") && c.contains(wav.0.to_str().unwrap())),
+    assert_eq!(
+        procs::processes_mentioning(&format!("600 -q {}", wav.0.display())),
+        Vec::<String>::new(),
         "the player is gone"
     );
 }

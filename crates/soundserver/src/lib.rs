@@ -22,6 +22,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
+pub mod procfs;
 pub mod testboard;
 pub use testboard::TestBoard;
 
@@ -427,46 +428,12 @@ impl Drop for JackLeftovers {
 
 /// Whether any JACK server runs on this machine (ours or not).
 fn jack_server_running() -> bool {
-    let Some(all) = processes() else {
+    let Some(all) = procfs::processes() else {
         // Cannot tell: keep what may be in use.
         return true;
     };
     all.iter()
         .any(|p| matches!(p.comm.as_str(), "jackd" | "jackdbus"))
-}
-
-/// One process, from `/proc/PID/stat`.
-pub(crate) struct Process {
-    pub(crate) pid: u32,
-    /// Its command name.
-    pub(crate) comm: String,
-    pub(crate) ppid: u32,
-    pub(crate) pgrp: u32,
-}
-
-/// Every process on the machine; `None` when /proc cannot be read.
-pub(crate) fn processes() -> Option<Vec<Process>> {
-    let dir = std::fs::read_dir("/proc").ok()?;
-    Some(
-        dir.filter_map(|e| {
-            let pid: u32 = e.ok()?.file_name().to_str()?.parse().ok()?;
-            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-            // pid (comm) state ppid pgrp …; comm may hold spaces and
-            // parentheses, so split at the last ')'.
-            let (head, tail) = stat.rsplit_once(')')?;
-            let comm = head.split_once('(')?.1.to_string();
-            let mut fields = tail.split_whitespace().skip(1);
-            let ppid = fields.next()?.parse().ok()?;
-            let pgrp = fields.next()?.parse().ok()?;
-            Some(Process {
-                pid,
-                comm,
-                ppid,
-                pgrp,
-            })
-        })
-        .collect(),
-    )
 }
 
 /// Name of the hinted `plug` PCM over JACK that [`HintedJackPcm`] defines.
@@ -737,7 +704,7 @@ fn make_threads_fifo(program: &'static str, pid: u32, priority: u8) -> Result<()
 
 /// The processes of process group `pgid`, with their command names.
 fn group_members(pgid: u32) -> Vec<(u32, String)> {
-    processes()
+    procfs::processes()
         .unwrap_or_default()
         .into_iter()
         .filter(|p| p.pgrp == pgid)

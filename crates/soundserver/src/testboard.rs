@@ -430,14 +430,12 @@ fn current_user() -> String {
 
 /// A process's `comm` (`sshd`).
 fn comm(pid: u32) -> Option<String> {
-    std::fs::read_to_string(format!("/proc/{pid}/comm"))
-        .ok()
-        .map(|c| c.trim().to_string())
+    crate::procfs::process(pid).map(|p| p.comm)
 }
 
 /// Every process below `root`, from /proc.
 fn descendants(root: u32) -> Vec<u32> {
-    let parent_of: Vec<(u32, u32)> = crate::processes()
+    let parent_of: Vec<(u32, u32)> = crate::procfs::processes()
         .unwrap_or_default()
         .iter()
         .map(|p| (p.pid, p.ppid))

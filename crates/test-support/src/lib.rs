@@ -7,6 +7,7 @@
 pub mod boards;
 pub mod disk;
 pub mod hostile;
+pub mod procs;
 pub mod scenarios;
 pub mod skip;
 
@@ -22,6 +23,20 @@ pub fn knob_lock() -> MutexGuard<'static, ()> {
     LOCK.lock().unwrap_or_else(|p| p.into_inner())
 }
 pub use skip::{is_root, skipped};
+
+/// Waits up to `secs` seconds for `cond`, asking every 20 ms; whether it
+/// became true. Tests wait for a state, never for a time that assumes how
+/// fast the machine is.
+pub fn wait_for(secs: u64, mut cond: impl FnMut() -> bool) -> bool {
+    let end = std::time::Instant::now() + std::time::Duration::from_secs(secs);
+    while std::time::Instant::now() < end {
+        if cond() {
+            return true;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    cond()
+}
 
 /// The path of the test function this macro is expanded in
 /// (`crate::module::test_name`), for messages that name the test.

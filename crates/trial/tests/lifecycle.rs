@@ -14,9 +14,10 @@
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 use xrunbench_test_support::boards::bin_dir;
 use xrunbench_test_support::knob_lock;
+use xrunbench_test_support::{procs, wait_for};
 
 use serde_json::{json, Value};
 
@@ -62,34 +63,13 @@ fn rr_knob(value: &str) -> Value {
     json!([{ "kind": "sysctl", "name": "kernel.sched_rr_timeslice_ms", "value": value }])
 }
 
-fn wait_for(secs: u64, mut cond: impl FnMut() -> bool) -> bool {
-    let end = Instant::now() + Duration::from_secs(secs);
-    while Instant::now() < end {
-        if cond() {
-            return true;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    cond()
-}
-
-/// Processes whose command line contains `needle` (ours excluded).
+/// Processes whose command line contains `needle`, `xrun-trial` itself
+/// left out: the trial's children.
 fn processes_mentioning(needle: &str) -> Vec<String> {
-    let me = std::process::id().to_string();
-    let mut out = Vec::new();
-    for e in std::fs::read_dir("/proc").unwrap().flatten() {
-        let name = e.file_name().to_string_lossy().into_owned();
-        if !name.chars().all(|c| c.is_ascii_digit()) || name == me {
-            continue;
-        }
-        if let Ok(cmd) = std::fs::read(e.path().join("cmdline")) {
-            let cmd = String::from_utf8_lossy(&cmd).replace('\0', " ");
-            if cmd.contains(needle) && !cmd.contains("xrun-trial") {
-                out.push(format!("{name}: {cmd}"));
-            }
-        }
-    }
-    out
+    procs::processes_mentioning(needle)
+        .into_iter()
+        .filter(|p| !p.contains("xrun-trial"))
+        .collect()
 }
 
 /// Starts `xrun-trial run -` with the spec on its stdin, kept open.

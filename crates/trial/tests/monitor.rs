@@ -20,7 +20,7 @@ use std::path::Path;
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 use xrunbench_test_support::boards::bin_dir;
-use xrunbench_test_support::is_root;
+use xrunbench_test_support::{is_root, wait_for};
 
 use serde_json::{json, Value};
 use xrunbench_soundserver::{JackConfig, JackServer};
@@ -120,27 +120,10 @@ fn serial() -> std::sync::MutexGuard<'static, ()> {
     LOCK.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-fn wait_for(secs: u64, mut cond: impl FnMut() -> bool) -> bool {
-    let end = Instant::now() + Duration::from_secs(secs);
-    while Instant::now() < end {
-        if cond() {
-            return true;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    cond()
-}
-
 /// The pid of a process named `xrun-player` with `needle` in its command
 /// line, while one runs.
 fn player_pid(needle: &str) -> Option<u32> {
-    std::fs::read_dir("/proc").unwrap().flatten().find_map(|e| {
-        let c = std::fs::read(e.path().join("cmdline")).ok()?;
-        let c = String::from_utf8_lossy(&c);
-        (c.contains("xrun-player") && c.contains(needle))
-            .then(|| e.file_name().to_str()?.parse().ok())
-            .flatten()
-    })
+    xrunbench_test_support::procs::pid_of(&["xrun-player", needle])
 }
 
 /// Whether a client's port is connected in the JACK server's graph

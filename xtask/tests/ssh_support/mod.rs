@@ -108,9 +108,7 @@ pub fn trial_on_board(board: &TestBoard) -> Option<u32> {
 
 /// Whether process `pid` still runs `xrun-trial`.
 pub fn is_trial(pid: u32) -> bool {
-    std::fs::read(format!("/proc/{pid}/cmdline"))
-        .map(|c| String::from_utf8_lossy(&c).contains("xrun-trial"))
-        .unwrap_or(false)
+    xrunbench_test_support::procs::cmdline(pid).is_some_and(|c| c.contains("xrun-trial"))
 }
 
 /// ssh processes still using this board's key: a control master or a

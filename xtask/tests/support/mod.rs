@@ -13,7 +13,9 @@ pub use xrunbench_test_support::{
     boards::bin_dir,
     boards::workspace,
     knob_lock,
+    procs::{children_named, processes_mentioning},
     scenarios::{one_trial_scenario, scenario},
+    wait_for,
 };
 
 /// The xtask binary under test.
@@ -68,28 +70,6 @@ pub fn journals() -> Vec<PathBuf> {
     out
 }
 
-/// Pids of processes whose command line contains `needle` and whose parent is `ppid`.
-pub fn children_named(ppid: u32, needle: &str) -> Vec<u32> {
-    let mut out = Vec::new();
-    for e in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else {
-            continue;
-        };
-        let stat = std::fs::read_to_string(e.path().join("stat")).unwrap_or_default();
-        // pid (comm) state ppid …: the comm may hold spaces, so split after ')'.
-        let parent = stat
-            .rsplit_once(')')
-            .and_then(|(_, rest)| rest.split_whitespace().nth(1))
-            .and_then(|p| p.parse::<u32>().ok());
-        let cmd = std::fs::read(e.path().join("cmdline")).unwrap_or_default();
-        let cmd = String::from_utf8_lossy(&cmd).replace('\0', " ");
-        if parent == Some(ppid) && cmd.contains(needle) {
-            out.push(pid);
-        }
-    }
-    out
-}
-
 /// A sysctl's current value.
 pub fn sysctl(name: &str) -> String {
     std::fs::read_to_string(Path::new("/proc/sys").join(name.replace('.', "/")))
@@ -114,37 +94,6 @@ pub fn other_autogroup(now: &str) -> &'static str {
     } else {
         "0"
     }
-}
-
-/// Processes whose command line contains `needle` (ours excluded).
-pub fn processes_mentioning(needle: &str) -> Vec<String> {
-    let me = std::process::id().to_string();
-    let mut out = Vec::new();
-    for e in std::fs::read_dir("/proc").unwrap().flatten() {
-        let name = e.file_name().to_string_lossy().into_owned();
-        if !name.chars().all(|c| c.is_ascii_digit()) || name == me {
-            continue;
-        }
-        if let Ok(cmd) = std::fs::read(e.path().join("cmdline")) {
-            let cmd = String::from_utf8_lossy(&cmd).replace('\0', " ");
-            if cmd.contains(needle) {
-                out.push(format!("{name}: {cmd}"));
-            }
-        }
-    }
-    out
-}
-
-/// Waits (up to `secs`) for `cond`; returns whether it became true.
-pub fn wait_for(secs: u64, mut cond: impl FnMut() -> bool) -> bool {
-    let end = std::time::Instant::now() + std::time::Duration::from_secs(secs);
-    while std::time::Instant::now() < end {
-        if cond() {
-            return true;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    }
-    cond()
 }
 
 /// Files under `dir` (recursive) named `name`.

@@ -537,22 +537,10 @@ pub fn wait_until_read(pid: u32, path: &Path, bytes: u64) {
             return;
         }
         assert!(
-            is_alive(pid),
+            xrunbench_test_support::procs::alive(pid),
             "process {pid} ended before it read {bytes} bytes with {} open",
             path.display()
         );
         std::thread::sleep(std::time::Duration::from_millis(5));
     }
-}
-
-/// Whether process `pid` still runs (neither gone nor a zombie).
-pub fn is_alive(pid: u32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .ok()
-        .and_then(|s| {
-            s.rsplit(')')
-                .next()
-                .map(|r| !r.trim_start().starts_with('Z'))
-        })
-        .unwrap_or(false)
 }
