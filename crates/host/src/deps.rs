@@ -1313,6 +1313,9 @@ mod tests {
         } else if rel == "crates/host/src/lab/cpio.rs" {
             // cpio reads the archive back in the writer's test only.
             vec![&TEST]
+        } else if rel == "xtask/src/session_dirs.rs" {
+            // aplay shows, in its test, where ALSA's pulse plugin writes.
+            vec![&TEST]
         } else if rel == "crates/host/src/lab/source.rs" {
             // The lab's kernel tree: `lab source`, which the suite's
             // kernel bisection runs too.
@@ -1330,8 +1333,12 @@ mod tests {
             || rel.starts_with("crates/host/src/target/")
         {
             vec![&RUN, &RUN_PREBUILT]
-        } else if rel.contains("/tests/") || rel.starts_with("crates/soundserver/") {
-            // The soundserver's per-server split is checked separately.
+        } else if rel.contains("/tests/")
+            || rel.starts_with("crates/soundserver/")
+            || rel.starts_with("crates/test-support/")
+        {
+            // The tests' fixtures. The soundserver's per-server split is
+            // checked separately.
             vec![&TEST]
         } else if rel.starts_with("crates/host/") {
             // Tables, plots, results, LAVA files: they spawn nothing.
