@@ -14,6 +14,8 @@ use xrunbench_host::deps;
 use xrunbench_host::util::{cargo, run_checked};
 use xrunbench_test_support::skip;
 
+use crate::session_dirs::SessionDirs;
+
 /// Arguments of `cargo xtask test`.
 #[derive(clap::Args)]
 pub struct TestArgs {
@@ -128,9 +130,11 @@ pub fn run(args: &TestArgs) -> Result<ExitCode> {
     lint_steps()?;
     let jack = xrunbench_soundserver::JackLeftovers::note();
     let skips = SkipLog::start()?;
+    let session = SessionDirs::start()?;
     let mut failed = Vec::new();
     let mut cmd = cargo_test();
     skips.configure(&mut cmd);
+    session.configure(&mut cmd);
     cmd.arg("--all-targets");
     if !args.rest.is_empty() {
         cmd.arg("--").args(&args.rest);
@@ -142,12 +146,14 @@ pub fn run(args: &TestArgs) -> Result<ExitCode> {
     // Doc tests are not part of --all-targets.
     let mut doc = cargo_test();
     skips.configure(&mut doc);
+    session.configure(&mut doc);
     if let Err(e) = run_checked(doc.arg("--doc")) {
         eprintln!("xtask test: {e:#}");
         failed.push("doc tests".to_string());
     }
     failed.extend(board_stage(&board_arches())?);
     failed.extend(skips.finish());
+    failed.extend(session.finish());
     if jack.clean() {
         eprintln!(
             "xtask test: removed {} (libjack's, left by the JACK tests)",

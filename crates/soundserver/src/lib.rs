@@ -587,9 +587,12 @@ impl PulseServer {
             // Root may run it (our CI runs as root); it then warns only.
             "--system=no",
             "-L",
-            "module-native-protocol-unix",
-            "-L",
         ])
+        .arg(format!(
+            "module-native-protocol-unix auth-cookie={}",
+            server.cookie_path().display()
+        ))
+        .arg("-L")
         .arg(format!(
             "module-null-sink sink_name=xrunbench rate={}",
             config.rate
@@ -655,16 +658,25 @@ impl PulseServer {
         self.server.as_ref().map(Child::id)
     }
 
+    /// The server's authentication cookie, in its runtime directory: by
+    /// default it would be `~/.config/pulse/cookie`, which outlives the
+    /// server (and the pure-Rust client cpal uses looks only there or at
+    /// `$PULSE_COOKIE`, never under `$XDG_CONFIG_HOME`).
+    fn cookie_path(&self) -> std::path::PathBuf {
+        self.runtime_dir.join("cookie")
+    }
+
     /// Environment a client needs to reach this server: its runtime
-    /// directory (the socket is `$XDG_RUNTIME_DIR/pulse/native`) and no
-    /// autospawn of another one.
-    pub fn env(&self) -> [(&'static str, String); 2] {
+    /// directory (the socket is `$XDG_RUNTIME_DIR/pulse/native`), no
+    /// autospawn of another one, and its cookie.
+    pub fn env(&self) -> [(&'static str, String); 3] {
         [
             ("XDG_RUNTIME_DIR", self.runtime_dir.display().to_string()),
             (
                 "PULSE_SERVER",
                 format!("unix:{}/pulse/native", self.runtime_dir.display()),
             ),
+            ("PULSE_COOKIE", self.cookie_path().display().to_string()),
         ]
     }
 
