@@ -128,10 +128,11 @@ fn fill_when_kept(
 }
 
 /// The reports players kept outside where they were asked to write them
-/// (`xrun-player-report-PID.json` in the temporary directory or /dev/shm).
+/// (`xrun-player-report-PID.json`, any PID, where the player keeps them).
 fn kept_player_reports() -> std::collections::BTreeSet<std::path::PathBuf> {
-    [std::env::temp_dir(), std::path::PathBuf::from("/dev/shm")]
+    xrunbench_schema::player::kept_report_paths(0)
         .iter()
+        .filter_map(|p| p.parent())
         .flat_map(|d| std::fs::read_dir(d).into_iter().flatten().flatten())
         .map(|e| e.path())
         .filter(|p| {
