@@ -97,6 +97,7 @@ impl TestBoard {
         // A port found free may be taken before sshd binds it: try another.
         let mut last = None;
         for _ in 0..5 {
+            release_port(board.port);
             board.port = free_port().map_err(|source| Error::Spawn {
                 program: "sshd",
                 source,
@@ -217,7 +218,10 @@ impl TestBoard {
         self.child = Some(child);
         let start = Instant::now();
         while start.elapsed() < READY_WITHIN {
-            if self.banner() {
+            // A banner alone may be another board's sshd that took the
+            // same port first (a free port is free only until bound): only
+            // our sshd's own log says the port is ours.
+            if self.bound() && self.banner() {
                 return Ok(());
             }
             if let Some(c) = self.child.as_mut() {
@@ -235,6 +239,14 @@ impl TestBoard {
             waited: start.elapsed(),
             log: self.log(),
         })
+    }
+
+    /// Whether this board's sshd says it listens on `self.port`.
+    fn bound(&self) -> bool {
+        self.log().contains(&format!(
+            "Server listening on 127.0.0.1 port {}.",
+            self.port
+        ))
     }
 
     /// Whether sshd answers with its `SSH-2.0-` banner.
@@ -391,6 +403,7 @@ impl Drop for TestBoard {
         }
         self.kill_frozen();
         self.stop_listener();
+        release_port(self.port);
         let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
@@ -404,11 +417,33 @@ fn signal(pid: u32, sig: libc::c_int) {
     }
 }
 
-/// A TCP port free on 127.0.0.1 right now.
+/// Ports this process's boards hold (listening or powered off), so that
+/// two boards started at once never pick the same one: a port found free
+/// is free only until someone binds it, and a board keeps its port while
+/// powered off.
+static PORTS_HELD: std::sync::Mutex<Vec<u16>> = std::sync::Mutex::new(Vec::new());
+
+/// A TCP port free on 127.0.0.1 right now and held by no board of this
+/// process; it is held until [`release_port`].
 fn free_port() -> std::io::Result<u16> {
-    Ok(TcpListener::bind((Ipv4Addr::LOCALHOST, 0))?
-        .local_addr()?
-        .port())
+    let mut held = PORTS_HELD.lock().unwrap_or_else(|p| p.into_inner());
+    loop {
+        let port = TcpListener::bind((Ipv4Addr::LOCALHOST, 0))?
+            .local_addr()?
+            .port();
+        if !held.contains(&port) {
+            held.push(port);
+            return Ok(port);
+        }
+    }
+}
+
+/// Lets another board of this process have `port`.
+fn release_port(port: u16) {
+    PORTS_HELD
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .retain(|&p| p != port);
 }
 
 /// Whether the tests run as root (effective uid 0).

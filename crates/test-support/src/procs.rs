@@ -85,6 +85,12 @@ mod tests {
             .spawn()
             .unwrap();
         let pid = child.id();
+        // spawn returns once exec has begun, not finished: the kernel sets
+        // the new program's command line a moment later (empty until then).
+        assert!(
+            crate::wait_for(30, || cmdline(pid).is_some_and(|c| c.contains(&seconds))),
+            "sleep {seconds} never showed its command line"
+        );
         assert_eq!(children_named(me, &seconds), vec![pid]);
         assert_eq!(pid_of(&["sleep", &seconds]), Some(pid));
         assert_eq!(
