@@ -34,10 +34,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use ssh_support::*;
-use support::{git, write_script};
+use support::{git, write_script, ScenarioText, RR};
 use xrunbench_soundserver::TestBoard;
-
-const RR: &str = "kernel.sched_rr_timeslice_ms";
 
 fn quoted(p: &Path) -> String {
     format!("'{}'", p.display())
@@ -121,26 +119,22 @@ impl Lab {
         let repo = self.path("repo");
         std::fs::create_dir(&repo).unwrap();
         git(&repo, &["init", "-q", "-b", "main"]);
-        let new = support::other_timeslice(&support::sysctl(RR));
-        let table = self.board.lock().unwrap().target_table(
-            &["ServerAliveInterval=1", "ServerAliveCountMax=3"],
-            &format!(
-                "workdir = {}\ndeploy = \"sh deploy.sh\"\nexpect_kernel = \"cat kernel\"\n\
-                 boot_timeout = \"4s\"\nretries = 1",
-                toml_string(&self.path("board").display().to_string())
-            ),
+        let table = self.board.lock().unwrap().keepalive_target(
+            &self.path("board"),
+            "deploy = \"sh deploy.sh\"\nexpect_kernel = \"cat kernel\"\n\
+             boot_timeout = \"4s\"\nretries = 1",
         );
-        std::fs::write(
-            repo.join("scenario.toml"),
-            format!(
-                "name = \"board-bisect\"\ntrials = 5\nduration = \"1s\"\nwarmup = \"200ms\"\n\
-                 [audio]\ngenerate = {{ seconds = 1, rate = 48000, channels = 2 }}\n\
-                 backend = \"virtual\"\nbuffer_time = \"300ms\"\nperiod_time = \"50ms\"\n\
-                 priority = \"fifo:80\"\n\
-                 [[config]]\nname = \"player\"\nsysctl = {{ \"{RR}\" = {new} }}\n{table}"
-            ),
-        )
-        .unwrap();
+        let text = ScenarioText::virtual_sink("board-bisect")
+            .trials(5)
+            .warmup("200ms")
+            .generate("{ seconds = 1, rate = 48000, channels = 2 }")
+            .audio("buffer_time", "300ms")
+            .audio("period_time", "50ms")
+            .audio("priority", "fifo:80")
+            .config_with("player", &support::changed_sysctls(&[RR]))
+            .tail(&table)
+            .text();
+        std::fs::write(repo.join("scenario.toml"), text).unwrap();
         let state = self.path("state");
         let s = quoted(&state);
         std::fs::write(

@@ -18,13 +18,13 @@ fn a_cpal_jack_scenario_runs_through_xrun_trial() {
     let server = JackServer::start(&JackConfig::default())
         .expect("start a JACK dummy server (cargo xtask test installs jackd2)");
     let dir = tempfile::tempdir().unwrap();
-    let s = scenario(
-        dir.path(),
-        "cpal-jack",
-        "name = \"cpal-jack\"\ntrials = 1\nduration = \"1s\"\nwarmup = \"0s\"\n\
-         [audio]\ngenerate = { seconds = 1 }\nbackend = \"cpal\"\nhost = \"jack\"\nbuffer_time = \"20ms\"\n\
-         [[config]]\nname = \"jack\"\n",
-    );
+    let s = ScenarioText::virtual_sink("cpal-jack")
+        .generate("{ seconds = 1 }")
+        .audio("backend", "cpal")
+        .audio("host", "jack")
+        .audio("buffer_time", "20ms")
+        .config("jack")
+        .write(dir.path());
     let res = dir.path().join("results");
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_xtask"));
     cmd.current_dir(workspace())

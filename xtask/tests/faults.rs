@@ -25,14 +25,12 @@ fn a_full_disk_reports_the_first_error_records_the_outcome_and_leaves_no_tempora
     let disk = SmallDisk::mount(8 << 20);
     let kept_before = kept_player_reports();
     let results = disk.path().join("results");
-    let s = scenario(
-        dir.path(),
-        "full",
-        "name = \"full\"\ntrials = 10\nduration = \"1s\"\nwarmup = \"0s\"\n\
-         [audio]\ngenerate = { seconds = 1, rate = 8000, channels = 1 }\nbackend = \"virtual\"\n\
-         [load]\nhackbench = { groups = 1, fds = 2, loops = 2000 }\n\
-         [[config]]\nname = \"a\"\n[[config]]\nname = \"b\"\n",
-    );
+    let s = ScenarioText::virtual_sink("full")
+        .trials(10)
+        .hackbench("{ groups = 1, fds = 2, loops = 2000 }")
+        .config("a")
+        .config("b")
+        .write(dir.path());
     let mut child = xtask()
         .args(["run", s.to_str().unwrap(), "--results-dir"])
         .arg(&results)

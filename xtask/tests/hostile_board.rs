@@ -17,13 +17,10 @@ use xrunbench_test_support::hostile::{record_renamed, FakeBoard};
 
 /// A two-trial scenario (configs `a` and `b`, 1 s each) in `dir`.
 fn two_trials(dir: &Path) -> std::path::PathBuf {
-    scenario(
-        dir,
-        "hostile",
-        "name = \"hostile\"\ntrials = 1\nduration = \"1s\"\nwarmup = \"0s\"\n\
-         [audio]\ngenerate = { seconds = 1, rate = 8000, channels = 1 }\nbackend = \"virtual\"\n\
-         [[config]]\nname = \"a\"\n[[config]]\nname = \"b\"\n",
-    )
+    ScenarioText::virtual_sink("hostile")
+        .config("a")
+        .config("b")
+        .write(dir)
 }
 
 /// `xtask run` of `scenario` on `board`, results under `results`.
@@ -191,22 +188,10 @@ fn a_trial_that_will_not_die_on_an_ssh_board_is_cut_off_with_its_session() {
     let board = ssh_support::board("");
     let dir = tempfile::tempdir().unwrap();
     let workdir = dir.path().join("board");
-    let s = scenario(
-        dir.path(),
-        "stubborn",
-        &format!(
-            "name = \"stubborn\"\ntrials = 1\nduration = \"1s\"\nwarmup = \"0s\"\n\
-             [audio]\ngenerate = {{ seconds = 1, rate = 8000, channels = 1 }}\nbackend = \"virtual\"\n\
-             [[config]]\nname = \"a\"\n{}",
-            board.target_table(
-                &["ServerAliveInterval=1", "ServerAliveCountMax=3"],
-                &format!(
-                    "workdir = {}\ntrial_timeout = \"4s\"\nretries = 0",
-                    ssh_support::toml_string(&workdir.display().to_string())
-                ),
-            )
-        ),
-    );
+    let s = ScenarioText::virtual_sink("stubborn")
+        .config("a")
+        .tail(&board.keepalive_target(&workdir, "trial_timeout = \"4s\"\nretries = 0"))
+        .write(dir.path());
     let res = dir.path().join("results");
     let mut x = ssh_support::Xtask::spawn_with_bins(
         &[
@@ -292,18 +277,11 @@ fn a_bisected_scenario_that_gains_host_commands_is_refused_and_runs_none() {
     let marker = dir.path().join("ran-on-the-host");
     let workdir = dir.path().join("board");
     let body = |extra: &str| {
-        format!(
-            "name = \"tree\"\ntrials = 2\nduration = \"1s\"\nwarmup = \"0s\"\n\
-             [audio]\ngenerate = {{ seconds = 1, rate = 8000, channels = 1 }}\nbackend = \"virtual\"\n\
-             [[config]]\nname = \"a\"\n{}",
-            board.target_table(
-                &["ServerAliveInterval=1", "ServerAliveCountMax=3"],
-                &format!(
-                    "workdir = {}\n{extra}",
-                    ssh_support::toml_string(&workdir.display().to_string())
-                ),
-            )
-        )
+        ScenarioText::virtual_sink("tree")
+            .trials(2)
+            .config("a")
+            .tail(&board.keepalive_target(&workdir, extra))
+            .text()
     };
     // The baseline, as the bisection starts: no host command anywhere.
     let s = scenario(dir.path(), "tree", &body(""));
@@ -323,7 +301,7 @@ fn a_bisected_scenario_that_gains_host_commands_is_refused_and_runs_none() {
         .parent()
         .unwrap()
         .to_path_buf();
-    let touch = ssh_support::toml_string(&format!("touch {}", marker.display()));
+    let touch = support::toml_string(&format!("touch {}", marker.display()));
     for (what, extra) in [
         ("deploy", format!("deploy = {touch}")),
         ("expect_kernel", format!("expect_kernel = {touch}")),
@@ -354,7 +332,7 @@ fn a_bisected_scenario_that_gains_host_commands_is_refused_and_runs_none() {
         "options = [",
         &format!(
             "options = [{}, ",
-            ssh_support::toml_string(&format!("LocalCommand=touch {}", marker.display()))
+            support::toml_string(&format!("LocalCommand=touch {}", marker.display()))
         ),
     );
     std::fs::write(&s, hostile).unwrap();

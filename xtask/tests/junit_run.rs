@@ -8,14 +8,9 @@ mod support;
 
 /// Two configurations on the virtual sink under a small load.
 fn scenario(gates: &str) -> String {
-    format!(
-        "name = \"junitrun\"\ntrials = 2\nduration = \"1s\"\nwarmup = \"200ms\"\n\
-         [audio]\ngenerate = {{ seconds = 1, rate = 8000, channels = 1 }}\nbackend = \"virtual\"\n\
-         buffer_time = \"40ms\"\n\
-         [load]\nhackbench = {{ groups = 1, fds = 2, loops = 20 }}\n\
-         [[config]]\nname = \"plain\"\n\
-         [[config]]\nname = \"nice\"\n[config.audio]\npriority = \"other:5\"\n{gates}"
-    )
+    support::ScenarioText::plain_and_nice("junitrun", "other:5")
+        .tail(gates)
+        .text()
 }
 
 #[test]

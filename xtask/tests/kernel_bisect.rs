@@ -203,21 +203,24 @@ fn build_image(tree: &Path) {
 /// Writes the scenario (the player beside hackbench in a VM booting the
 /// tree's image with snd-dummy) into `dir`; its path.
 fn write_scenario(dir: &Path, tree: &Path) -> PathBuf {
-    let scenario = dir.join("kernel-series.toml");
-    std::fs::write(
-        &scenario,
-        format!(
-            "name = \"kernel-series\"\ntrials = 4\nduration = \"8s\"\nwarmup = \"1s\"\n\
-             [audio]\ngenerate = {{ seconds = 8, rate = 48000, channels = 2 }}\nbackend = \"alsa\"\n\
-             device = \"hw:0\"\nbuffer_time = \"100ms\"\nperiod_time = \"25ms\"\npriority = \"other\"\n\
-             [load]\nhackbench = {{ groups = 6 }}\n\
-             [[config]]\nname = \"play\"\n\
-             [target]\nvm = {{ kernel = \"{}\", sound = \"dummy\" }}\n",
-            tree.join("arch/x86/boot/bzImage").display()
-        ),
-    )
-    .unwrap();
-    scenario
+    let image = tree.join("arch/x86/boot/bzImage");
+    ScenarioText::new("kernel-series")
+        .trials(4)
+        .duration("8s")
+        .warmup("1s")
+        .generate("{ seconds = 8, rate = 48000, channels = 2 }")
+        .audio("backend", "alsa")
+        .audio("device", "hw:0")
+        .audio("buffer_time", "100ms")
+        .audio("period_time", "25ms")
+        .audio("priority", "other")
+        .hackbench("{ groups = 6 }")
+        .config("play")
+        .tail(&format!(
+            "[target]\nvm = {{ kernel = {}, sound = \"dummy\" }}",
+            toml_string(&image.display().to_string())
+        ))
+        .write(dir)
 }
 
 /// Checks that the bisection's one report names `culprit` as the first bad

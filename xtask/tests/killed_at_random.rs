@@ -29,8 +29,6 @@ use xrunbench_schema::trial::TrialRecord;
 use xrunbench_trial::journal::MachineLock;
 use xrunbench_trial::machine::Machine;
 
-const RR: &str = "kernel.sched_rr_timeslice_ms";
-const AG: &str = "kernel.sched_autogroup_enabled";
 const MOMENTS: usize = 20;
 
 /// The knobs as they are when no trial holds the machine: read under the
@@ -77,20 +75,20 @@ fn moments(run: Duration, salt: u64) -> Vec<Duration> {
 
 /// Two configurations, one trial each: `a` changes both knobs.
 fn scenario_file(dir: &Path, at_rest: &(String, String)) -> PathBuf {
-    scenario(
-        dir,
-        "killed",
-        &format!(
-            "name = \"killed\"\ntrials = 1\nduration = \"500ms\"\nwarmup = \"100ms\"\n\
-             [audio]\ngenerate = {{ seconds = 1, rate = 8000, channels = 1 }}\n\
-             backend = \"virtual\"\nbuffer_time = \"40ms\"\n\
-             [load]\nhackbench = {{ groups = 1, fds = 2, loops = 200 }}\n\
-             [[config]]\nname = \"a\"\nsysctl = {{ \"{RR}\" = {}, \"{AG}\" = {} }}\n\
-             [[config]]\nname = \"b\"\n",
-            other_timeslice(&at_rest.0),
-            other_autogroup(&at_rest.1)
-        ),
-    )
+    // From the values found at rest: the knobs may be changed right now.
+    let sysctls = format!(
+        "sysctl = {{ \"{RR}\" = {}, \"{AG}\" = {} }}",
+        other_timeslice(&at_rest.0),
+        other_autogroup(&at_rest.1)
+    );
+    ScenarioText::virtual_sink("killed")
+        .duration("500ms")
+        .warmup("100ms")
+        .audio("buffer_time", "40ms")
+        .hackbench("{ groups = 1, fds = 2, loops = 200 }")
+        .config_with("a", &sysctls)
+        .config("b")
+        .write(dir)
 }
 
 /// `cargo xtask run` in a process group of its own.

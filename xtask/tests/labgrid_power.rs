@@ -20,6 +20,7 @@ use std::time::Instant;
 
 use lava_support::{cache_dir, checked, pip_cache, PYTHON};
 use ssh_support::*;
+use support::toml_string;
 use xrunbench_soundserver::TestBoard;
 
 /// The labgrid release the recipe was tested with.
@@ -184,24 +185,19 @@ fn write_env(dir: &Path, place: &str, switch: &PowerSwitch) -> PathBuf {
 /// Writes the scenario into `dir`: two trials on `board`, with one retry
 /// and `power_cycle` as its hook; its path.
 fn write_scenario(dir: &Path, board: &TestBoard, power_cycle: &str) -> PathBuf {
-    let workdir = dir.join("board-workdir");
-    support::scenario(
-        dir,
-        "cycle",
-        &format!(
-            "name = \"cycle\"\ntrials = 2\nduration = \"4s\"\nwarmup = \"200ms\"\n\
-             [audio]\ngenerate = {{ seconds = 1, rate = 8000, channels = 1 }}\nbackend = \"virtual\"\n\
-             [[config]]\nname = \"a\"\n{}",
-            board.target_table(
-                &["ServerAliveInterval=1", "ServerAliveCountMax=3"],
-                &format!(
-                    "workdir = {}\nretries = 1\nreconnect_timeout = \"30s\"\npower_cycle = {}",
-                    toml_string(&workdir.display().to_string()),
-                    toml_string(power_cycle)
-                ),
-            )
-        ),
-    )
+    support::ScenarioText::virtual_sink("cycle")
+        .trials(2)
+        .duration("4s")
+        .warmup("200ms")
+        .config("a")
+        .tail(&board.keepalive_target(
+            &dir.join("board-workdir"),
+            &format!(
+                "retries = 1\nreconnect_timeout = \"30s\"\npower_cycle = {}",
+                toml_string(power_cycle)
+            ),
+        ))
+        .write(dir)
 }
 
 /// Checks what the run left after the power went: the hook ran labgrid's

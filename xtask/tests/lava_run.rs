@@ -21,13 +21,14 @@ use xrunbench_soundserver::TestBoard;
 /// Two configurations × two trials, short, on the virtual sink under a
 /// small load, with one gate that passes and one that cannot (a hackbench
 /// round never takes 0 ms), and one against the baseline.
-const SCENARIO: &str = "name = \"lavarun\"\ntrials = 2\nduration = \"1s\"\nwarmup = \"200ms\"\n\
-     [audio]\ngenerate = { seconds = 1, rate = 8000, channels = 1 }\nbackend = \"virtual\"\n\
-     buffer_time = \"40ms\"\n\
-     [load]\nhackbench = { groups = 1, fds = 2, loops = 20 }\n\
-     [[config]]\nname = \"plain\"\n\
-     [[config]]\nname = \"nice\"\n[config.audio]\npriority = \"other:5\"\n\
-     [gate.plain]\nunderruns = { max = 1000000 }\n\
+fn scenario(dir: &Path) -> PathBuf {
+    support::ScenarioText::plain_and_nice("lavarun", "other:5")
+        .tail(GATES)
+        .write(dir)
+}
+
+/// [`scenario`]'s gates.
+const GATES: &str = "[gate.plain]\nunderruns = { max = 1000000 }\n\
      [gate.nice]\nhackbench-round = { max = 0 }\nmin-fill = { worse_by_percent = 100 }\n";
 
 /// A test case as the job log has it.
@@ -83,7 +84,7 @@ fn serve_binaries(dir: &Path) -> HttpServer {
 /// `cargo xtask lava` of the test's scenario into `dir/gen`, its board
 /// binaries served over HTTP (kept running while the server lives).
 fn generate(dir: &Path) -> (PathBuf, HttpServer) {
-    let scenario = support::scenario(dir, "lavarun", SCENARIO);
+    let scenario = scenario(dir);
     let http = serve_binaries(&dir.join("www"));
     let gen = dir.join("gen");
     let url = format!("http://127.0.0.1:{}", http.port);
@@ -329,7 +330,7 @@ fn steps(definition: &Path) -> Vec<String> {
 #[test]
 fn the_definition_runs_by_hand_and_says_why_it_cannot() {
     let dir = tempfile::tempdir().unwrap();
-    let scenario = support::scenario(dir.path(), "lavarun", SCENARIO);
+    let scenario = scenario(dir.path());
     let gen = dir.path().join("gen");
     let out = support::run_xtask(&[
         "lava",

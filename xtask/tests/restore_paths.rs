@@ -19,29 +19,17 @@ use std::process::{Child, Stdio};
 
 use support::*;
 
-const RR: &str = "kernel.sched_rr_timeslice_ms";
-const AG: &str = "kernel.sched_autogroup_enabled";
-
 /// A scenario on the virtual sink whose config `a` changes both sysctls.
-fn knob_scenario(dir: &Path, name: &str, duration: &str, trials: u32, load: bool) -> PathBuf {
-    let rr = other_timeslice(&sysctl(RR));
-    let ag = other_autogroup(&sysctl(AG));
-    let load = if load {
-        "[load]\nhackbench = { groups = 1, fds = 2, loops = 20 }\n"
-    } else {
-        ""
-    };
-    scenario(
-        dir,
-        name,
-        &format!(
-            "name = \"{name}\"\ntrials = {trials}\nduration = \"{duration}\"\nwarmup = \"200ms\"\n\
-             [audio]\ngenerate = {{ seconds = 1, rate = 8000, channels = 1 }}\nbackend = \"virtual\"\nbuffer_time = \"40ms\"\n\
-             {load}\
-             [[config]]\nname = \"a\"\nsysctl = {{ \"{RR}\" = {rr}, \"{AG}\" = {ag} }}\n\
-             [[config]]\nname = \"b\"\n"
-        ),
-    )
+fn knob_scenario(dir: &Path, name: &str, duration: &str, trials: u32) -> PathBuf {
+    ScenarioText::virtual_sink(name)
+        .trials(trials)
+        .duration(duration)
+        .warmup("200ms")
+        .audio("buffer_time", "40ms")
+        .hackbench("{ groups = 1, fds = 2, loops = 20 }")
+        .config_with("a", &changed_sysctls(&[RR, AG]))
+        .config("b")
+        .write(dir)
 }
 
 /// `cargo xtask run` in a process group of its own (so a test can signal
@@ -121,7 +109,7 @@ fn end_to_end_two_configs_two_trials_restores_and_records() {
     let before = snapshot();
     let dir = tempfile::tempdir().unwrap();
     let res = dir.path().join("results");
-    let s = knob_scenario(dir.path(), "e2e", "1s", 2, true);
+    let s = knob_scenario(dir.path(), "e2e", "1s", 2);
     let (code, stderr) = output_of(spawn_run(&s, &res, None));
     assert_eq!(snapshot(), before, "knobs restored after a normal run");
     assert_eq!(code, Some(0), "{stderr}");
@@ -175,7 +163,7 @@ fn failing_trial_restores_knobs_and_keeps_it_out_of_the_table() {
     let before = snapshot();
     let dir = tempfile::tempdir().unwrap();
     let res = dir.path().join("results");
-    let s = knob_scenario(dir.path(), "err", "1s", 1, true);
+    let s = knob_scenario(dir.path(), "err", "1s", 1);
     let (code, stderr) = output_of(spawn_run(&s, &res, Some("error")));
     assert_eq!(snapshot(), before, "knobs restored after an error");
     assert_eq!(code, Some(1), "{stderr}");
@@ -196,16 +184,12 @@ fn player_that_cannot_open_its_device_fails_the_run_cleanly() {
     let before = snapshot();
     let dir = tempfile::tempdir().unwrap();
     let res = dir.path().join("results");
-    let s = scenario(
-        dir.path(),
-        "nodev",
-        &format!(
-            "name = \"nodev\"\ntrials = 1\nduration = \"1s\"\nwarmup = \"0s\"\n\
-             [audio]\ngenerate = {{ seconds = 1 }}\nbackend = \"alsa\"\ndevice = \"hw:97\"\n\
-             [[config]]\nname = \"a\"\nsysctl = {{ \"{RR}\" = {} }}\n",
-            other_timeslice(&before.0)
-        ),
-    );
+    let s = ScenarioText::virtual_sink("nodev")
+        .generate("{ seconds = 1 }")
+        .audio("backend", "alsa")
+        .audio("device", "hw:97")
+        .config_with("a", &changed_sysctls(&[RR]))
+        .write(dir.path());
     let (code, stderr) = output_of(spawn_run(&s, &res, None));
     assert_eq!(snapshot(), before);
     assert_eq!(code, Some(1), "{stderr}");
@@ -219,7 +203,7 @@ fn panic_restores_knobs() {
     let before = snapshot();
     let dir = tempfile::tempdir().unwrap();
     let res = dir.path().join("results");
-    let s = knob_scenario(dir.path(), "panic", "1s", 1, true);
+    let s = knob_scenario(dir.path(), "panic", "1s", 1);
     let (code, stderr) = output_of(spawn_run(&s, &res, Some("panic")));
     assert_eq!(snapshot(), before, "knobs restored after a panic: {stderr}");
     assert_eq!(code, Some(1), "{stderr}");
@@ -234,7 +218,7 @@ fn interrupted_by(signal: libc::c_int, group: bool) {
     let before = snapshot();
     let dir = tempfile::tempdir().unwrap();
     let res = dir.path().join("results");
-    let s = knob_scenario(dir.path(), "sig", "1500ms", 2, true);
+    let s = knob_scenario(dir.path(), "sig", "1500ms", 2);
     let child = spawn_run(&s, &res, None);
     let pid = child.id() as libc::pid_t;
     assert!(
@@ -294,7 +278,7 @@ fn sigkilled_runner_its_trial_sees_stdin_close_and_restores_itself() {
     let before = snapshot();
     let dir = tempfile::tempdir().unwrap();
     let res = dir.path().join("results");
-    let s = knob_scenario(dir.path(), "orphan", "30s", 1, true);
+    let s = knob_scenario(dir.path(), "orphan", "30s", 1);
     let mut child = spawn_run(&s, &res, None);
     assert!(
         wait_applied(&before, child.id()),
@@ -317,7 +301,7 @@ fn sigkilled_trial_is_lost_and_the_runner_replays_its_journal() {
     let before = snapshot();
     let dir = tempfile::tempdir().unwrap();
     let res = dir.path().join("results");
-    let s = knob_scenario(dir.path(), "lost", "30s", 1, true);
+    let s = knob_scenario(dir.path(), "lost", "30s", 1);
     let child = spawn_run(&s, &res, None);
     assert!(
         wait_applied(&before, child.id()),
@@ -343,7 +327,7 @@ fn sigkilled_trial_is_lost_and_the_runner_replays_its_journal() {
 fn killed_run(dir: &Path) -> (PathBuf, (String, String), Vec<PathBuf>) {
     let before = snapshot();
     let res = dir.join("results");
-    let s = knob_scenario(dir, "killed", "30s", 1, true);
+    let s = knob_scenario(dir, "killed", "30s", 1);
     let tones_before = tones();
     let child = spawn_run(&s, &res, None);
     assert!(
@@ -411,12 +395,11 @@ fn after_sigkill_the_next_run_replays_the_journal_first() {
     // on the machine, not in a results directory.
     let other = dir.path().join("other");
     std::fs::create_dir(&other).unwrap();
-    let s = scenario(
-        &other,
-        "plain",
-        "name = \"plain\"\ntrials = 1\nduration = \"500ms\"\nwarmup = \"0s\"\n\
-         [audio]\ngenerate = { seconds = 1 }\nbackend = \"virtual\"\n[[config]]\nname = \"x\"\n",
-    );
+    let s = ScenarioText::virtual_sink("plain")
+        .duration("500ms")
+        .generate("{ seconds = 1 }")
+        .config("x")
+        .write(&other);
     let (code, stderr) = output_of(spawn_run(&s, &other.join("results"), None));
     assert_eq!(code, Some(0), "{stderr}");
     assert!(stderr.contains("restored from"), "{stderr}");
@@ -433,14 +416,11 @@ fn value_the_kernel_does_not_keep_fails_validation_and_changes_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let res = dir.path().join("results");
     // The kernel accepts the write of -5 and keeps its old value.
-    let s = scenario(
-        dir.path(),
-        "notkept",
-        &format!(
-            "name = \"notkept\"\n[audio]\ngenerate = {{}}\nbackend = \"virtual\"\n\
-             [[config]]\nname = \"a\"\nsysctl = {{ \"{RR}\" = -5 }}\n"
-        ),
-    );
+    let s = ScenarioText::new("notkept")
+        .generate("{}")
+        .audio("backend", "virtual")
+        .config_with("a", &format!("sysctl = {{ \"{RR}\" = -5 }}"))
+        .write(dir.path());
     let (code, stderr) = output_of(spawn_run(&s, &res, None));
     assert_eq!(code, Some(2), "{stderr}");
     let line = stderr
@@ -469,15 +449,17 @@ fn debugfs_knob_not_writable_fails_validation_and_changes_nothing() {
     let before = snapshot();
     let dir = tempfile::tempdir().unwrap();
     let res = dir.path().join("results");
-    let s = scenario(
-        dir.path(),
-        "dbg",
-        &format!(
-            "name = \"dbg\"\n[audio]\ngenerate = {{}}\nbackend = \"virtual\"\n\
-             [[config]]\nname = \"a\"\nsysctl = {{ \"{RR}\" = {} }}\nsched_features = [\"NO_NEXT_BUDDY\"]\n",
-            other_timeslice(&before.0)
-        ),
-    );
+    let s = ScenarioText::new("dbg")
+        .generate("{}")
+        .audio("backend", "virtual")
+        .config_with(
+            "a",
+            &format!(
+                "{}\nsched_features = [\"NO_NEXT_BUDDY\"]",
+                changed_sysctls(&[RR])
+            ),
+        )
+        .write(dir.path());
     let (code, stderr) = output_of(spawn_run(&s, &res, None));
     assert_eq!(code, Some(2), "{stderr}");
     assert!(

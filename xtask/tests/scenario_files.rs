@@ -92,15 +92,15 @@ fn dry_run_shows_plan_order_and_knob_changes() {
     let dir = tempfile::tempdir().unwrap();
     let now = support::sysctl("kernel.sched_rr_timeslice_ms");
     let new = support::other_timeslice(&now);
-    let p = support::scenario(
-        dir.path(),
-        "dry",
-        &format!(
-            "name = \"dry\"\ntrials = 2\norder = \"blocked\"\n[audio]\ngenerate = {{}}\nbackend = \"virtual\"\n\
-             [[config]]\nname = \"a\"\nsysctl = {{ \"kernel.sched_rr_timeslice_ms\" = {new} }}\n\
-             [[config]]\nname = \"b\"\n[[config]]\nname = \"c\"\nkernel = \"0.0-other\"\n"
-        ),
-    );
+    let p = support::ScenarioText::new("dry")
+        .trials(2)
+        .top("order", "\"blocked\"")
+        .generate("{}")
+        .audio("backend", "virtual")
+        .config_with("a", &format!("sysctl = {{ \"{}\" = {new} }}", support::RR))
+        .config("b")
+        .config_with("c", "kernel = \"0.0-other\"")
+        .write(dir.path());
     let out = run_xtask_with_bins(&[
         "run",
         p.to_str().unwrap(),
@@ -163,15 +163,12 @@ fn a_fifo_as_audio_file_is_refused_without_waiting() {
     let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
     // SAFETY: a valid NUL-terminated path.
     assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
-    let p = support::scenario(
-        dir.path(),
-        "fifo",
-        &format!(
-            "name = \"fifo\"\nduration = \"1s\"\n[audio]\nfile = \"{}\"\nbackend = \"virtual\"\n\
-             [[config]]\nname = \"a\"\n",
-            fifo.display()
-        ),
-    );
+    let p = support::ScenarioText::new("fifo")
+        .duration("1s")
+        .audio("file", fifo.to_str().unwrap())
+        .audio("backend", "virtual")
+        .config("a")
+        .write(dir.path());
     let mut child = support::xtask()
         .args(["run", p.to_str().unwrap(), "--dry-run", "--bin-dir"])
         .arg(support::bin_dir())

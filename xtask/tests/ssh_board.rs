@@ -13,18 +13,12 @@ mod support;
 use std::path::Path;
 
 use ssh_support::*;
+use support::toml_string;
 
 /// Two configurations × two trials, short, on the virtual sink, under a
 /// small load; `[target]` appended by the caller.
 fn base_scenario(name: &str) -> String {
-    format!(
-        "name = \"{name}\"\ntrials = 2\nduration = \"1s\"\nwarmup = \"200ms\"\n\
-         [audio]\ngenerate = {{ seconds = 1, rate = 8000, channels = 1 }}\nbackend = \"virtual\"\n\
-         buffer_time = \"40ms\"\n\
-         [load]\nhackbench = {{ groups = 1, fds = 2, loops = 20 }}\n\
-         [[config]]\nname = \"plain\"\n\
-         [[config]]\nname = \"nice\"\n[config.audio]\npriority = \"other:-5\"\n"
-    )
+    support::ScenarioText::plain_and_nice(name, "other:-5").text()
 }
 
 /// `Amean   underruns/min` … : the (statistic, metric) of every row of a
@@ -227,21 +221,19 @@ fn scenario_values_with_shell_metacharacters_arrive_verbatim() {
         1.0,
     )
     .unwrap();
-    let s = support::scenario(
-        dir.path(),
-        "meta",
-        &format!(
-            "name = \"meta\"\ntrials = 1\nduration = \"1s\"\nwarmup = \"200ms\"\n\
-             [audio]\nfile = {}\nbackend = \"virtual\"\ndevice = {}\n\
-             [[config]]\nname = \"a\"\n{}",
-            toml_string(&wav.display().to_string()),
-            toml_string(&device),
-            board.target_table(
-                &[],
-                &format!("workdir = {}", toml_string(&workdir.display().to_string()))
-            )
-        ),
-    );
+    let s = support::ScenarioText::new("meta")
+        .trials(1)
+        .duration("1s")
+        .warmup("200ms")
+        .audio("file", &wav.display().to_string())
+        .audio("backend", "virtual")
+        .audio("device", &device)
+        .config("a")
+        .tail(&board.target_table(
+            &[],
+            &format!("workdir = {}", toml_string(&workdir.display().to_string())),
+        ))
+        .write(dir.path());
     let res = dir.path().join("results");
     let mut x = Xtask::spawn(
         &[
@@ -299,13 +291,16 @@ fn board_check_prints_what_the_board_offers_against_what_the_scenario_needs() {
         &format!("workdir = {}", toml_string(&workdir.display().to_string())),
     );
     let body = |cpu: &str| {
-        format!(
-            "name = \"chk\"\n[audio]\ngenerate = {{ seconds = 1, rate = 8000, channels = 1 }}\n\
-             backend = \"virtual\"\n\
-             [[config]]\nname = \"a\"\nsysctl = {{ \"kernel.sched_rr_timeslice_ms\" = {new} }}\n\
-             [[config]]\nname = \"b\"\n[config.audio]\npriority = \"fifo:10\"\ncpu = \"{cpu}\"\n\
-             {target}"
-        )
+        support::ScenarioText::new("chk")
+            .generate("{ seconds = 1, rate = 8000, channels = 1 }")
+            .audio("backend", "virtual")
+            .config_with("a", &format!("sysctl = {{ \"{}\" = {new} }}", support::RR))
+            .config_with(
+                "b",
+                &format!("[config.audio]\npriority = \"fifo:10\"\ncpu = \"{cpu}\""),
+            )
+            .tail(&target)
+            .text()
     };
     let ok = support::scenario(dir.path(), "chk", &body("0"));
     let out =

@@ -21,8 +21,7 @@ mod support;
 use std::time::Instant;
 
 use ssh_support::*;
-
-const RR: &str = "kernel.sched_rr_timeslice_ms";
+use support::{ScenarioText, RR};
 
 /// One configuration `a` changing the rr timeslice, on the virtual sink,
 /// on the test board (`target_extra`: more `[target]` lines).
@@ -33,24 +32,13 @@ fn knob_scenario(
     duration: &str,
     target_extra: &str,
 ) -> std::path::PathBuf {
-    let new = support::other_timeslice(&support::sysctl(RR));
-    let workdir = dir.join("board");
-    support::scenario(
-        dir,
-        "cut",
-        &format!(
-            "name = \"cut\"\ntrials = {trials}\nduration = \"{duration}\"\nwarmup = \"200ms\"\n\
-             [audio]\ngenerate = {{ seconds = 1, rate = 8000, channels = 1 }}\nbackend = \"virtual\"\n\
-             [[config]]\nname = \"a\"\nsysctl = {{ \"{RR}\" = {new} }}\n{}",
-            board.target_table(
-                &["ServerAliveInterval=1", "ServerAliveCountMax=3"],
-                &format!(
-                    "workdir = {}\n{target_extra}",
-                    toml_string(&workdir.display().to_string())
-                ),
-            )
-        ),
-    )
+    ScenarioText::virtual_sink("cut")
+        .trials(trials)
+        .duration(duration)
+        .warmup("200ms")
+        .config_with("a", &support::changed_sysctls(&[RR]))
+        .tail(&board.keepalive_target(&dir.join("board"), target_extra))
+        .write(dir)
 }
 
 fn run(s: &std::path::Path, res: &std::path::Path, dir: &std::path::Path) -> Xtask {

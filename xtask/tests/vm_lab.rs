@@ -45,8 +45,24 @@ fn guests(tag: &str) -> Vec<String> {
         .collect()
 }
 
-fn toml(s: &str) -> String {
-    format!("\"{}\"", s.replace('\\', "\\\\").replace('"', "\\\""))
+/// `kernel = "<the test kernel>"`, for a `vm = { … }` table.
+fn kernel_field() -> String {
+    format!("kernel = {}", toml_string(&kernel().display().to_string()))
+}
+
+/// The `[target]` table: `vm = { FIELDS, append = "TAG" }` (the tag on the
+/// guest's command line finds this test's QEMU).
+fn vm_table(fields: &str, tag: &str) -> String {
+    format!("[target]\nvm = {{ {fields}, append = \"{tag}\" }}\n")
+}
+
+/// A scenario playing `seconds` of 48 kHz stereo through ALSA in the guest.
+fn guest_scenario(name: &str, seconds: u32) -> ScenarioText {
+    ScenarioText::new(name)
+        .generate(&format!(
+            "{{ seconds = {seconds}, rate = 48000, channels = 2 }}"
+        ))
+        .audio("backend", "alsa")
 }
 
 /// `cargo xtask run S --results-dir RESULTS` with the suite's board binaries.
@@ -99,20 +115,24 @@ fn a_scenario_runs_on_a_real_kernel_with_its_sound_driver_knobs_and_load() {
     let _g = one_guest();
     let tag = "xrb_test=scenario";
     let dir = tempfile::tempdir().unwrap();
-    let s = scenario(
-        dir.path(),
-        "lab",
-        &format!(
-            "name = \"lab\"\ntrials = 2\nduration = \"3s\"\nwarmup = \"1s\"\n\
-             [audio]\ngenerate = {{ seconds = 3, rate = 48000, channels = 2 }}\nbackend = \"alsa\"\n\
-             device = \"hw:0\"\nbuffer_time = \"20ms\"\nperiod_time = \"5ms\"\n\
-             [load]\nhackbench = {{ groups = 4 }}\n\
-             [[config]]\nname = \"other\"\nsched_features = [\"NEXT_BUDDY\"]\n[config.audio]\npriority = \"other\"\n\
-             [[config]]\nname = \"fifo\"\n[config.audio]\npriority = \"fifo:80\"\n\
-             [target]\nvm = {{ kernel = {}, sound = \"dummy\", append = \"{tag}\" }}\n",
-            toml(&kernel().display().to_string())
-        ),
-    );
+    let s = guest_scenario("lab", 3)
+        .trials(2)
+        .duration("3s")
+        .warmup("1s")
+        .audio("device", "hw:0")
+        .audio("buffer_time", "20ms")
+        .audio("period_time", "5ms")
+        .hackbench("{ groups = 4 }")
+        .config_with(
+            "other",
+            "sched_features = [\"NEXT_BUDDY\"]\n[config.audio]\npriority = \"other\"",
+        )
+        .config_with("fifo", "[config.audio]\npriority = \"fifo:80\"")
+        .tail(&vm_table(
+            &format!("{}, sound = \"dummy\"", kernel_field()),
+            tag,
+        ))
+        .write(dir.path());
     let results = dir.path().join("results");
     let out = run(&s, &results);
     let err = String::from_utf8_lossy(&out.stderr);
@@ -214,18 +234,20 @@ fn the_player_plays_each_kernel_driver_and_a_stop_of_it_is_an_underrun() {
     for sound in ["dummy", "aloop", "hda"] {
         let tag = format!("xrb_test=driver-{sound}");
         let dir = tempfile::tempdir().unwrap();
-        let s = scenario(
-            dir.path(),
-            sound,
-            &format!(
-                "name = \"{sound}\"\ntrials = 1\nduration = \"6s\"\nwarmup = \"0s\"\n\
-                 [audio]\ngenerate = {{ seconds = 6, rate = 48000, channels = 2 }}\nbackend = \"alsa\"\n\
-                 device = \"hw:0\"\nbuffer_time = \"100ms\"\nperiod_time = \"25ms\"\npriority = \"fifo:80\"\n\
-                 [[config]]\nname = \"play\"\n\
-                 [target]\nvm = {{ kernel = {}, sound = \"{sound}\", append = \"{tag}\" }}\n",
-                toml(&kernel().display().to_string())
-            ),
-        );
+        let s = guest_scenario(sound, 6)
+            .trials(1)
+            .duration("6s")
+            .warmup("0s")
+            .audio("device", "hw:0")
+            .audio("buffer_time", "100ms")
+            .audio("period_time", "25ms")
+            .audio("priority", "fifo:80")
+            .config("play")
+            .tail(&vm_table(
+                &format!("{}, sound = \"{sound}\"", kernel_field()),
+                &tag,
+            ))
+            .write(dir.path());
         let results = dir.path().join("results");
         let mut child = run_command(&s, &results)
             .stdout(Stdio::null())
@@ -307,14 +329,17 @@ fn bad_lab_input_is_one_line_and_leaves_no_guest() {
             "missing".into(),
             format!(
                 "kernel = {}",
-                toml(&dir.path().join("nope/bzImage").display().to_string())
+                toml_string(&dir.path().join("nope/bzImage").display().to_string())
             ),
             2,
             "target.vm.kernel: ".into(),
         ),
         (
             "garbage".into(),
-            format!("kernel = {}", toml(&not_a_kernel.display().to_string())),
+            format!(
+                "kernel = {}",
+                toml_string(&not_a_kernel.display().to_string())
+            ),
             1,
             "before the guest was ready".into(),
         ),
@@ -322,8 +347,8 @@ fn bad_lab_input_is_one_line_and_leaves_no_guest() {
             "no-driver".into(),
             format!(
                 "kernel = {}, modules = {}, sound = \"hda\"",
-                toml(&kernel().display().to_string()),
-                toml(&no_hda.display().to_string())
+                toml_string(&kernel().display().to_string()),
+                toml_string(&no_hda.display().to_string())
             ),
             1,
             "the kernel has no snd-hda-codec-generic".into(),
@@ -331,15 +356,14 @@ fn bad_lab_input_is_one_line_and_leaves_no_guest() {
     ];
     for (name, vm, code, want) in cases {
         let tag = format!("xrb_test=bad-{name}");
-        let s = scenario(
-            dir.path(),
-            &name,
-            &format!(
-                "name = \"{name}\"\ntrials = 1\nduration = \"1s\"\n\
-                 [audio]\ngenerate = {{ seconds = 1 }}\nbackend = \"alsa\"\n[[config]]\nname = \"a\"\n\
-                 [target]\nvm = {{ {vm}, append = \"{tag}\" }}\n"
-            ),
-        );
+        let s = ScenarioText::new(&name)
+            .trials(1)
+            .duration("1s")
+            .generate("{ seconds = 1 }")
+            .audio("backend", "alsa")
+            .config("a")
+            .tail(&vm_table(&vm, &tag))
+            .write(dir.path());
         let out = run(&s, &results);
         let err = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(code), "{name}: {err}");
@@ -373,17 +397,13 @@ fn ctrl_c_during_the_boot_or_a_trial_leaves_no_guest() {
     for when in ["boot", "trial"] {
         let tag = format!("xrb_test=ctrl-c-{when}");
         let dir = tempfile::tempdir().unwrap();
-        let s = scenario(
-            dir.path(),
-            when,
-            &format!(
-                "name = \"{when}\"\ntrials = 2\nduration = \"20s\"\nwarmup = \"0s\"\n\
-                 [audio]\ngenerate = {{ seconds = 2, rate = 48000, channels = 2 }}\nbackend = \"alsa\"\n\
-                 [[config]]\nname = \"a\"\nsched_features = [\"NEXT_BUDDY\"]\n\
-                 [target]\nvm = {{ kernel = {}, append = \"{tag}\" }}\n",
-                toml(&kernel().display().to_string())
-            ),
-        );
+        let s = guest_scenario(when, 2)
+            .trials(2)
+            .duration("20s")
+            .warmup("0s")
+            .config_with("a", "sched_features = [\"NEXT_BUDDY\"]")
+            .tail(&vm_table(&kernel_field(), &tag))
+            .write(dir.path());
         let results = dir.path().join("results");
         let err_file = dir.path().join("stderr");
         let mut child = run_command(&s, &results)
@@ -429,17 +449,15 @@ fn kvm_asked_for_where_it_does_not_run_is_one_line() {
     let _g = one_guest();
     let tag = "xrb_test=kvm";
     let dir = tempfile::tempdir().unwrap();
-    let s = scenario(
-        dir.path(),
-        "kvm",
-        &format!(
-            "name = \"kvm\"\ntrials = 1\nduration = \"1s\"\n\
-             [audio]\ngenerate = {{ seconds = 1, rate = 48000, channels = 2 }}\nbackend = \"alsa\"\n\
-             [[config]]\nname = \"a\"\n\
-             [target]\nvm = {{ kernel = {}, accel = \"kvm\", append = \"{tag}\" }}\n",
-            toml(&kernel().display().to_string())
-        ),
-    );
+    let s = guest_scenario("kvm", 1)
+        .trials(1)
+        .duration("1s")
+        .config("a")
+        .tail(&vm_table(
+            &format!("{}, accel = \"kvm\"", kernel_field()),
+            tag,
+        ))
+        .write(dir.path());
     let out = run(&s, &dir.path().join("results"));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(guests(tag).is_empty(), "QEMU left");

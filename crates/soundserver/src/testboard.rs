@@ -318,6 +318,20 @@ impl TestBoard {
         )
     }
 
+    /// The `[target]` table of the runner's tests: this board with ssh
+    /// keep-alives every second (a cut link is noticed in about 3 s, not
+    /// never as with ssh's defaults), `workdir = <workdir>`, then the
+    /// `extra` lines.
+    pub fn keepalive_target(&self, workdir: &Path, extra: &str) -> String {
+        self.target_table(
+            &["ServerAliveInterval=1", "ServerAliveCountMax=3"],
+            &format!(
+                "workdir = {}\n{extra}",
+                toml_string(&workdir.display().to_string())
+            ),
+        )
+    }
+
     /// Its sshd_config (with `PidFile` beside it, `sshd.pid`): what an
     /// outside power switch runs sshd with to "power the board on"
     /// (`/usr/sbin/sshd -f CONFIG`, which daemonizes).

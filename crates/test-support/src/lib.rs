@@ -7,6 +7,7 @@
 pub mod boards;
 pub mod disk;
 pub mod hostile;
+pub mod knobs;
 pub mod procs;
 pub mod scenarios;
 pub mod skip;

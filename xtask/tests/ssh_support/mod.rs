@@ -11,7 +11,6 @@ use std::time::{Duration, Instant};
 
 use std::os::unix::process::CommandExt;
 
-pub use xrunbench_soundserver::testboard::toml_string;
 use xrunbench_soundserver::TestBoard;
 
 use crate::support;

@@ -13,8 +13,9 @@ pub use xrunbench_test_support::{
     boards::bin_dir,
     boards::workspace,
     knob_lock,
+    knobs::{changed_sysctls, other_autogroup, other_timeslice, sysctl, AG, RR},
     procs::{children_named, processes_mentioning},
-    scenarios::{one_trial_scenario, scenario},
+    scenarios::{one_trial_scenario, scenario, toml_string, ScenarioText},
     wait_for,
 };
 
@@ -68,32 +69,6 @@ pub fn journals() -> Vec<PathBuf> {
         }
     }
     out
-}
-
-/// A sysctl's current value.
-pub fn sysctl(name: &str) -> String {
-    std::fs::read_to_string(Path::new("/proc/sys").join(name.replace('.', "/")))
-        .unwrap()
-        .trim()
-        .to_string()
-}
-
-/// A value for `kernel.sched_rr_timeslice_ms` different from the current one.
-pub fn other_timeslice(now: &str) -> &'static str {
-    if now == "50" {
-        "60"
-    } else {
-        "50"
-    }
-}
-
-/// A value for `kernel.sched_autogroup_enabled` different from the current one.
-pub fn other_autogroup(now: &str) -> &'static str {
-    if now == "0" {
-        "1"
-    } else {
-        "0"
-    }
 }
 
 /// Files under `dir` (recursive) named `name`.
