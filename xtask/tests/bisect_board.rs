@@ -27,9 +27,8 @@
 mod ssh_support;
 mod support;
 
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -164,24 +163,14 @@ echo "deployed $XRUNBENCH_COMMIT (attempt $XRUNBENCH_ATTEMPT) to $XRUNBENCH_TARG
 
     /// Runs `xtask ARGS` from `repo` in its own process group.
     fn xtask(&self, repo: &Path, args: &[&str]) -> Xtask {
-        static SEQ: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
-        let n = SEQ.fetch_add(1, Ordering::Relaxed);
-        let out = self.path(&format!("xtask-{n}.out"));
-        let err = self.path(&format!("xtask-{n}.err"));
-        let child = Command::new(env!("CARGO_BIN_EXE_xtask"))
-            .current_dir(repo)
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_xtask"));
+        cmd.current_dir(repo)
             .args(args)
             .arg("--results-dir")
             .arg(self.path("results"))
             .arg("--bin-dir")
-            .arg(self.path("bins"))
-            .process_group(0)
-            .stdin(Stdio::null())
-            .stdout(std::fs::File::create(&out).unwrap())
-            .stderr(std::fs::File::create(&err).unwrap())
-            .spawn()
-            .expect("xtask runs");
-        Xtask { child, out, err }
+            .arg(self.path("bins"));
+        Xtask::spawn_command(cmd, self.dir.path())
     }
 }
 

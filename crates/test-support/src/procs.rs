@@ -4,6 +4,24 @@
 
 pub use xrunbench_soundserver::procfs::{cmdline, process, processes, Process};
 
+/// Starts `cmd` with `input` written to its stdin, which stays open (as
+/// the runner keeps a trial's: the trial reads its spec, and takes the end
+/// of its stdin as the host gone); stdout and stderr piped.
+pub fn spawn_with_open_stdin(cmd: &mut std::process::Command, input: &[u8]) -> std::process::Child {
+    use std::io::Write;
+    use std::process::Stdio;
+    let mut child = cmd
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stdin = child.stdin.as_mut().unwrap();
+    stdin.write_all(input).unwrap();
+    stdin.flush().unwrap();
+    child
+}
+
 /// Every process now, or a panic when /proc cannot be read (a test that
 /// looks for leftovers must not pass for want of looking).
 fn all() -> Vec<Process> {

@@ -11,9 +11,8 @@
 //! Tests that change real sysctls need root and skip themselves otherwise;
 //! the journal tests use a private knob tree (`--test-root`).
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Child, Command, Output};
 use std::time::Instant;
 use xrunbench_test_support::boards::bin_dir;
 use xrunbench_test_support::knob_lock;
@@ -74,17 +73,7 @@ fn processes_mentioning(needle: &str) -> Vec<String> {
 
 /// Starts `xrun-trial run -` with the spec on its stdin, kept open.
 fn start_trial(spec: &Value) -> Child {
-    let mut child = xrun_trial()
-        .args(["run", "-"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let stdin = child.stdin.as_mut().unwrap();
-    stdin.write_all(spec.to_string().as_bytes()).unwrap();
-    stdin.flush().unwrap();
-    child
+    procs::spawn_with_open_stdin(xrun_trial().args(["run", "-"]), spec.to_string().as_bytes())
 }
 
 /// How a link-loss test cuts the trial off.

@@ -15,9 +15,8 @@
 //!
 //! They need root (SCHED_FIFO, tracefs) and two CPUs, and skip otherwise.
 
-use std::io::Write;
 use std::path::Path;
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Child, Command, Output};
 use std::time::{Duration, Instant};
 use xrunbench_test_support::boards::bin_dir;
 use xrunbench_test_support::{is_root, wait_for};
@@ -76,17 +75,10 @@ fn spec(work: &Path, seconds: u64, monitor: Value) -> Value {
 /// Starts `xrun-trial run -` with the spec on its stdin, which stays open
 /// (its end would stop the trial) until [`finish`].
 fn start_trial(cmd: &mut Command, spec: &Value) -> Child {
-    let mut child = cmd
-        .args(["run", "-"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let stdin = child.stdin.as_mut().unwrap();
-    stdin.write_all(spec.to_string().as_bytes()).unwrap();
-    stdin.flush().unwrap();
-    child
+    xrunbench_test_support::procs::spawn_with_open_stdin(
+        cmd.args(["run", "-"]),
+        spec.to_string().as_bytes(),
+    )
 }
 
 /// Waits for a trial started by [`start_trial`], closing its stdin only

@@ -35,14 +35,19 @@ impl Xtask {
 
     /// [`Xtask::spawn`] with the board binaries from `bins`.
     pub fn spawn_with_bins(args: &[&str], dir: &Path, bins: &Path) -> Xtask {
+        let mut cmd = support::xtask();
+        cmd.args(args).arg("--bin-dir").arg(bins);
+        Xtask::spawn_command(cmd, dir)
+    }
+
+    /// Starts `cmd` (an xtask command line, its directory set) in a
+    /// process group of its own, its output in files under `dir`.
+    pub fn spawn_command(mut cmd: std::process::Command, dir: &Path) -> Xtask {
         static SEQ: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
         let n = SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let out = dir.join(format!("xtask-{n}.out"));
         let err = dir.join(format!("xtask-{n}.err"));
-        let child = support::xtask()
-            .args(args)
-            .arg("--bin-dir")
-            .arg(bins)
+        let child = cmd
             .process_group(0)
             .stdin(Stdio::null())
             .stdout(std::fs::File::create(&out).unwrap())
