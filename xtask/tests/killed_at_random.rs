@@ -76,11 +76,10 @@ fn moments(run: Duration, salt: u64) -> Vec<Duration> {
 /// Two configurations, one trial each: `a` changes both knobs.
 fn scenario_file(dir: &Path, at_rest: &(String, String)) -> PathBuf {
     // From the values found at rest: the knobs may be changed right now.
-    let sysctls = format!(
-        "sysctl = {{ \"{RR}\" = {}, \"{AG}\" = {} }}",
-        other_timeslice(&at_rest.0),
-        other_autogroup(&at_rest.1)
-    );
+    let sysctls = sysctls_line(&[
+        (RR, other_timeslice(&at_rest.0)),
+        (AG, other_autogroup(&at_rest.1)),
+    ]);
     ScenarioText::virtual_sink("killed")
         .duration("500ms")
         .warmup("100ms")

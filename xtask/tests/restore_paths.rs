@@ -419,7 +419,7 @@ fn value_the_kernel_does_not_keep_fails_validation_and_changes_nothing() {
     let s = ScenarioText::new("notkept")
         .generate("{}")
         .audio("backend", "virtual")
-        .config_with("a", &format!("sysctl = {{ \"{RR}\" = -5 }}"))
+        .config_with("a", &sysctls_line(&[(RR, "-5")]))
         .write(dir.path());
     let (code, stderr) = output_of(spawn_run(&s, &res, None));
     assert_eq!(code, Some(2), "{stderr}");

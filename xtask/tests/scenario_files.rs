@@ -97,7 +97,7 @@ fn dry_run_shows_plan_order_and_knob_changes() {
         .top("order", "\"blocked\"")
         .generate("{}")
         .audio("backend", "virtual")
-        .config_with("a", &format!("sysctl = {{ \"{}\" = {new} }}", support::RR))
+        .config_with("a", &support::sysctls_line(&[(support::RR, new)]))
         .config("b")
         .config_with("c", "kernel = \"0.0-other\"")
         .write(dir.path());

@@ -294,7 +294,7 @@ fn board_check_prints_what_the_board_offers_against_what_the_scenario_needs() {
         support::ScenarioText::new("chk")
             .generate("{ seconds = 1, rate = 8000, channels = 1 }")
             .audio("backend", "virtual")
-            .config_with("a", &format!("sysctl = {{ \"{}\" = {new} }}", support::RR))
+            .config_with("a", &support::sysctls_line(&[(support::RR, new)]))
             .config_with(
                 "b",
                 &format!("[config.audio]\npriority = \"fifo:10\"\ncpu = \"{cpu}\""),

@@ -36,20 +36,45 @@ pub fn other_autogroup(now: &str) -> &'static str {
     }
 }
 
+/// A configuration's `sysctl = { "name" = value, … }` line.
+pub fn sysctls_line(pairs: &[(&str, &str)]) -> String {
+    let pairs: Vec<String> = pairs
+        .iter()
+        .map(|(name, value)| format!("\"{name}\" = {value}"))
+        .collect();
+    format!("sysctl = {{ {} }}", pairs.join(", "))
+}
+
+/// A value for `name` ([`RR`] or [`AG`]) different from `now`.
+pub fn other_value(name: &str, now: &str) -> &'static str {
+    match name {
+        RR => other_timeslice(now),
+        AG => other_autogroup(now),
+        _ => panic!("no other value known for {name}"),
+    }
+}
+
 /// A configuration's `sysctl = { … }` line giving each of `names` ([`RR`],
 /// [`AG`]) a value other than the one it has now.
 pub fn changed_sysctls(names: &[&str]) -> String {
-    let pairs: Vec<String> = names
+    let pairs: Vec<(&str, &str)> = names
         .iter()
-        .map(|&name| {
-            let now = sysctl(name);
-            let new = match name {
-                RR => other_timeslice(&now),
-                AG => other_autogroup(&now),
-                _ => panic!("no other value known for {name}"),
-            };
-            format!("\"{name}\" = {new}")
-        })
+        .map(|&name| (name, other_value(name, &sysctl(name))))
         .collect();
-    format!("sysctl = {{ {} }}", pairs.join(", "))
+    sysctls_line(&pairs)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_sysctls_line_is_an_inline_table_of_the_pairs() {
+        assert_eq!(
+            sysctls_line(&[(RR, "-5"), (AG, "1")]),
+            "sysctl = { \"kernel.sched_rr_timeslice_ms\" = -5, \"kernel.sched_autogroup_enabled\" = 1 }"
+        );
+        assert_eq!(other_value(RR, "50"), "60");
+        assert_eq!(other_value(AG, "0"), "1");
+    }
 }

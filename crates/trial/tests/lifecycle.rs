@@ -16,11 +16,10 @@ use std::process::{Child, Command, Output};
 use std::time::Instant;
 use xrunbench_test_support::boards::bin_dir;
 use xrunbench_test_support::knob_lock;
+use xrunbench_test_support::knobs::{other_timeslice, sysctl, RR};
 use xrunbench_test_support::{procs, wait_for};
 
 use serde_json::{json, Value};
-
-const RR: &str = "/proc/sys/kernel/sched_rr_timeslice_ms";
 
 /// The xrun-trial under test, with the player and hackbench from `bin_dir`.
 fn xrun_trial() -> Command {
@@ -31,15 +30,6 @@ fn xrun_trial() -> Command {
 
 fn read(path: &str) -> String {
     std::fs::read_to_string(path).unwrap().trim().to_string()
-}
-
-/// A value for the RR timeslice different from `now`.
-fn other_rr(now: &str) -> &'static str {
-    if now == "50" {
-        "60"
-    } else {
-        "50"
-    }
 }
 
 /// A spec on the virtual sink, with a small load, whose logs go to `work`.
@@ -59,7 +49,7 @@ fn spec(work: &Path, knobs: Value, duration_s: u64) -> Value {
 }
 
 fn rr_knob(value: &str) -> Value {
-    json!([{ "kind": "sysctl", "name": "kernel.sched_rr_timeslice_ms", "value": value }])
+    json!([{ "kind": "sysctl", "name": RR, "value": value }])
 }
 
 /// Processes whose command line contains `needle`, `xrun-trial` itself
@@ -88,12 +78,12 @@ enum Cut {
 /// and the exit code is 129 (128 + SIGHUP; a closed link counts as one).
 fn cut_off(cut: Cut) -> (Output, String) {
     let _g = knob_lock();
-    let before = read(RR);
+    let before = sysctl(RR);
     let work = tempfile::tempdir().unwrap();
-    let mut child = start_trial(&spec(work.path(), rr_knob(other_rr(&before)), 30));
+    let mut child = start_trial(&spec(work.path(), rr_knob(other_timeslice(&before)), 30));
     let needle = work.path().to_str().unwrap().to_string();
     assert!(
-        wait_for(60, || read(RR) != before
+        wait_for(60, || sysctl(RR) != before
             && processes_mentioning(&needle)
                 .iter()
                 .any(|p| p.contains("xrun-player"))),
@@ -118,7 +108,7 @@ fn cut_off(cut: Cut) -> (Output, String) {
     let out = child.wait_with_output().unwrap();
     let stopped_in = started.elapsed();
     drop(stdin);
-    assert_eq!(read(RR), before, "knob restored");
+    assert_eq!(sysctl(RR), before, "knob restored");
     assert_eq!(
         out.status.code(),
         Some(129),
@@ -180,14 +170,14 @@ fn journals() -> Vec<PathBuf> {
 fn sigkill_leaves_a_journal_that_restore_replays() {
     xrunbench_test_support::skip_unless_root!();
     let _g = knob_lock();
-    let before = read(RR);
+    let before = sysctl(RR);
     let work = tempfile::tempdir().unwrap();
-    let mut child = start_trial(&spec(work.path(), rr_knob(other_rr(&before)), 30));
+    let mut child = start_trial(&spec(work.path(), rr_knob(other_timeslice(&before)), 30));
     let needle = work.path().to_str().unwrap().to_string();
-    assert!(wait_for(60, || read(RR) != before), "never applied");
+    assert!(wait_for(60, || sysctl(RR) != before), "never applied");
     child.kill().unwrap();
     child.wait().unwrap();
-    assert_ne!(read(RR), before, "SIGKILL leaves the knob changed");
+    assert_ne!(sysctl(RR), before, "SIGKILL leaves the knob changed");
     assert_eq!(journals().len(), 1, "and its journal");
     assert!(
         wait_for(10, || processes_mentioning(&needle).is_empty()),
@@ -197,7 +187,7 @@ fn sigkill_leaves_a_journal_that_restore_replays() {
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{stdout}");
     assert!(stdout.contains("restored from"), "{stdout}");
-    assert_eq!(read(RR), before);
+    assert_eq!(sysctl(RR), before);
     assert!(journals().is_empty());
 }
 
@@ -205,7 +195,7 @@ fn sigkill_leaves_a_journal_that_restore_replays() {
 fn a_value_the_kernel_does_not_keep_fails_check_and_run() {
     xrunbench_test_support::skip_unless_root!();
     let _g = knob_lock();
-    let before = read(RR);
+    let before = sysctl(RR);
     let work = tempfile::tempdir().unwrap();
     // The kernel accepts a write of -5 and keeps its old value.
     let s = spec(work.path(), rr_knob("-5"), 1);
@@ -219,7 +209,7 @@ fn a_value_the_kernel_does_not_keep_fails_check_and_run() {
         stdout.contains("wrote `-5`") && stdout.contains(&format!("reads back `{before}`")),
         "{stdout}"
     );
-    assert_eq!(read(RR), before);
+    assert_eq!(sysctl(RR), before);
 
     let out = xrun_trial().arg("run").arg(&file).output().unwrap();
     assert_eq!(out.status.code(), Some(1));
@@ -229,7 +219,7 @@ fn a_value_the_kernel_does_not_keep_fails_check_and_run() {
     assert!(reason.contains("did not keep"), "{reason}");
     assert_eq!(record["knobs"][0]["read_back"], before.as_str());
     assert!(String::from_utf8_lossy(&out.stderr).contains("did not keep"));
-    assert_eq!(read(RR), before);
+    assert_eq!(sysctl(RR), before);
     assert!(journals().is_empty());
 }
 

@@ -13,7 +13,7 @@ pub use xrunbench_test_support::{
     boards::bin_dir,
     boards::workspace,
     knob_lock,
-    knobs::{changed_sysctls, other_autogroup, other_timeslice, sysctl, AG, RR},
+    knobs::{changed_sysctls, other_autogroup, other_timeslice, sysctl, sysctls_line, AG, RR},
     procs::{children_named, processes_mentioning},
     scenarios::{one_trial_scenario, scenario, toml_string, ScenarioText},
     wait_for,
