@@ -2,7 +2,7 @@
 //! installed; and `cargo xtask lint` on its own.
 //!
 //! The tests start their own sound servers (a JACK dummy server per test
-//! binary, see `crates/soundserver`), so a plain `cargo test` works too once
+//! binary, see `crates/test-support`), so a plain `cargo test` works too once
 //! the packages are there; this verb makes that true on a fresh machine.
 
 use std::process::ExitCode;
@@ -101,7 +101,8 @@ fn lint_steps() -> Result<()> {
 
 /// `cargo xtask lint`: installs what clippy needs, then lints.
 pub fn lint(_args: &LintArgs) -> Result<ExitCode> {
-    if let Err(e) = deps::ensure(&deps::LINT).and_then(|()| deps::ensure_rust_components()) {
+    if let Err(e) = deps::ensure(&crate::needs::LINT).and_then(|()| deps::ensure_rust_components())
+    {
         return Ok(e.report());
     }
     lint_steps()?;
@@ -121,14 +122,14 @@ pub fn board_arches() -> Vec<Arch> {
 /// board stage. A failing stage does not hide the others' results.
 pub fn run(args: &TestArgs) -> Result<ExitCode> {
     let targets: Vec<&str> = board_arches().iter().map(|a| a.rust_target()).collect();
-    if let Err(e) = deps::ensure(&deps::TEST)
+    if let Err(e) = deps::ensure(&crate::needs::TEST)
         .and_then(|()| deps::ensure_rust_components())
         .and_then(|()| deps::ensure_rust_targets(&targets))
     {
         return Ok(e.report());
     }
     lint_steps()?;
-    let jack = xrunbench_soundserver::JackLeftovers::note();
+    let jack = xrunbench_test_support::servers::JackLeftovers::note();
     let skips = SkipLog::start()?;
     let session = SessionDirs::start()?;
     let mut failed = Vec::new();
@@ -157,7 +158,7 @@ pub fn run(args: &TestArgs) -> Result<ExitCode> {
     if jack.clean() {
         eprintln!(
             "xtask test: removed {} (libjack's, left by the JACK tests)",
-            xrunbench_soundserver::JACK_SHM_REGISTRY
+            xrunbench_test_support::servers::JACK_SHM_REGISTRY
         );
     }
     if !failed.is_empty() {

@@ -34,7 +34,7 @@ use std::sync::{Arc, Mutex};
 
 use ssh_support::*;
 use support::{git, write_script, ScenarioText, RR};
-use xrunbench_soundserver::TestBoard;
+use xrunbench_test_support::testboard::TestBoard;
 
 fn quoted(p: &Path) -> String {
     format!("'{}'", p.display())

@@ -1,6 +1,6 @@
 //! A scenario that chooses `backend = "cpal"` with `host = "jack"` runs
 //! through the runner and `xrun-trial` on a real JACK server (dummy
-//! backend, started here with crates/soundserver): the player plays
+//! backend, started here with crates/test-support): the player plays
 //! through cpal's JACK host and the record says so.
 
 mod support;
@@ -8,7 +8,7 @@ mod support;
 use std::process::Command;
 
 use support::*;
-use xrunbench_soundserver::{JackConfig, JackServer};
+use xrunbench_test_support::servers::{JackConfig, JackServer};
 
 #[test]
 fn a_cpal_jack_scenario_runs_through_xrun_trial() {

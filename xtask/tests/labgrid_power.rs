@@ -21,7 +21,7 @@ use std::time::Instant;
 use lava_support::{cache_dir, checked, pip_cache, PYTHON};
 use ssh_support::*;
 use support::toml_string;
-use xrunbench_soundserver::TestBoard;
+use xrunbench_test_support::testboard::TestBoard;
 
 /// The labgrid release the recipe was tested with.
 const LABGRID: &str = "labgrid==26.0.1";

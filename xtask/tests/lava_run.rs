@@ -16,7 +16,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use lava_support::*;
-use xrunbench_soundserver::TestBoard;
+use xrunbench_test_support::testboard::TestBoard;
 
 /// Two configurations × two trials, short, on the virtual sink under a
 /// small load, with one gate that passes and one that cannot (a hackbench

@@ -1,5 +1,5 @@
 //! A scenario on a board over SSH, for real: a private sshd on 127.0.0.1
-//! (the test board of `crates/soundserver`) whose host key is in the
+//! (the test board of `crates/test-support`) whose host key is in the
 //! client's known_hosts, so host-key checking stays on. The runner reaches
 //! it with the OpenSSH client, puts the board binaries and the WAV there,
 //! and runs every trial as `xrun-trial run -` on the board.

@@ -26,7 +26,7 @@ use support::{ScenarioText, RR};
 /// One configuration `a` changing the rr timeslice, on the virtual sink,
 /// on the test board (`target_extra`: more `[target]` lines).
 fn knob_scenario(
-    board: &xrunbench_soundserver::TestBoard,
+    board: &xrunbench_test_support::testboard::TestBoard,
     dir: &std::path::Path,
     trials: u32,
     duration: &str,
@@ -54,7 +54,7 @@ fn run(s: &std::path::Path, res: &std::path::Path, dir: &std::path::Path) -> Xta
 }
 
 /// Waits until a trial runs on the board with the knob applied; its pid.
-fn wait_trial_applied(board: &xrunbench_soundserver::TestBoard, before: &str) -> u32 {
+fn wait_trial_applied(board: &xrunbench_test_support::testboard::TestBoard, before: &str) -> u32 {
     let mut pid = None;
     assert!(
         support::wait_for(300, || {

@@ -4,16 +4,15 @@
 //!
 //! The packages live in named [`Group`]s, each package once with its
 //! reason; a command's [`Needs`] composes the groups it needs and names the
-//! programs it starts, and the unit tests check that every such program
-//! (and every program `crates/soundserver` can start) is installed by the
-//! command that starts it.
+//! programs it starts (from `xrunbench-programs`' table, and [`started`]).
+//! The automation's own lists (`cargo xtask lint`, `test`, `bench`) are in
+//! xtask, whose tests tie every list to the programs each command starts
+//! and to the code that starts them.
 
 use std::path::PathBuf;
 use std::process::{Command, ExitCode, Stdio};
 
-use xrunbench_soundserver::{
-    programs, JackServer, PipeWireServer, Program, PulseServer, TestBoard,
-};
+use xrunbench_programs::{programs, Program};
 
 use crate::board::arch::Arch;
 use crate::util::{is_root, run_checked};
@@ -328,9 +327,10 @@ pub const ZIGBUILD: Group = Group {
     ],
 };
 
-/// Programs started outside `crates/soundserver`, with their packages.
+/// Programs the product and the automation start that no test fixture
+/// does, with their packages (the fixtures' are in `xrunbench-programs`).
 pub mod started {
-    use xrunbench_soundserver::Program;
+    use xrunbench_programs::Program;
 
     /// The VM lab's x86_64 machine.
     pub const QEMU_X86: Program = Program {
@@ -356,11 +356,6 @@ pub mod started {
     pub const CPIO: Program = Program {
         name: "cpio",
         package: "cpio",
-    };
-    /// The lab's keys.
-    pub const SSH_KEYGEN: Program = Program {
-        name: "ssh-keygen",
-        package: "openssh-client",
     };
     /// The libraries a binary loads.
     pub const LDD: Program = Program {
@@ -458,23 +453,25 @@ pub mod started {
 #[derive(Debug)]
 pub struct Needs {
     /// The command, as the user types it after `cargo xtask` (for the
-    /// unit tests' messages).
-    #[cfg_attr(not(test), allow(dead_code))]
+    /// tests' messages).
     pub command: &'static str,
     /// The groups it installs.
     pub groups: &'static [&'static Group],
     /// The programs it (or a test it runs) starts, by table; each one's
-    /// package must be in `groups`. Read by the unit tests only: they are
-    /// what keeps the lists from drifting.
-    #[cfg_attr(not(test), allow(dead_code))]
+    /// package must be in `groups`. Read by xtask's tests only (`needs`):
+    /// they are what keeps the lists from drifting.
     pub starts: &'static [&'static [Program]],
 }
 
 impl Needs {
     /// Its packages, each once, in group order.
-    #[cfg_attr(not(test), allow(dead_code))]
     pub fn packages(&self) -> Vec<&'static Package> {
         packages_of(self.groups)
+    }
+
+    /// Its packages' names, each once, in group order.
+    pub fn package_names(&self) -> Vec<&'static str> {
+        self.packages().iter().map(|p| p.name).collect()
     }
 }
 
@@ -525,12 +522,12 @@ pub const RUN_SSH_PREBUILT: Needs = Needs {
 /// What booting a guest starts: QEMU for each guest architecture, and
 /// what the initramfs is made with (modules' order, the lab's keys, the
 /// board binaries' libraries).
-const LAB_GUEST_PROGRAMS: &[Program] = &[
+pub const LAB_GUEST_PROGRAMS: &[Program] = &[
     started::QEMU_X86,
     started::QEMU_AARCH64_SYSTEM,
     started::QEMU_ARM_SYSTEM,
     started::DEPMOD,
-    started::SSH_KEYGEN,
+    programs::SSH_KEYGEN,
     started::LDD,
 ];
 
@@ -584,38 +581,6 @@ pub fn for_run(
     }
 }
 
-/// `cargo xtask bench player`: xrun-player (default features) and aplay on
-/// a hinted `plug` over a JACK dummy server.
-pub const BENCH_PLAYER: Needs = Needs {
-    command: "bench player",
-    groups: &[&BUILD, &JACK_PCM, &APLAY, &BASE],
-    starts: &[JackServer::PROGRAMS, &[started::APLAY]],
-};
-
-/// `cargo xtask bench hackbench`: ours (no system library) against
-/// rt-tests'.
-pub const BENCH_HACKBENCH: Needs = Needs {
-    command: "bench hackbench",
-    groups: &[&RT_TESTS],
-    starts: &[&[started::HACKBENCH]],
-};
-
-/// `cargo xtask bench monitor`: our monitor (no system library) against
-/// rt-tests' cyclictest, idle and under its hackbench.
-pub const BENCH_MONITOR: Needs = Needs {
-    command: "bench monitor",
-    groups: &[&RT_TESTS],
-    starts: &[&[started::CYCLICTEST, started::HACKBENCH]],
-};
-
-/// `cargo xtask bench micro`: criterion benchmarks of the player (built
-/// with its default features, so against ALSA) and of the trial and xtask.
-pub const BENCH_MICRO: Needs = Needs {
-    command: "bench micro",
-    groups: &[&BUILD],
-    starts: &[],
-};
-
 /// `cargo xtask board build` with every option, on an x86_64 machine (the
 /// board architectures cross-built): the groups [`for_board_build`]
 /// chooses from. Read by the unit tests, which tie it to the programs
@@ -666,77 +631,6 @@ pub fn for_board_build(arches: &[Arch], older_glibc: bool) -> Vec<&'static Group
     }
     groups
 }
-
-/// `cargo xtask lint`: clippy builds the build scripts of every feature
-/// set, the cpal hosts' included.
-pub const LINT: Needs = Needs {
-    command: "lint",
-    groups: &[&BUILD, &CPAL_HOSTS],
-    starts: &[],
-};
-
-/// `cargo xtask test`: the lint, then the suite with all player features,
-/// which starts every sound server and the reference tools.
-pub const TEST: Needs = Needs {
-    command: "test",
-    groups: &[
-        &BUILD,
-        &CPAL_HOSTS,
-        &JACK_PCM,
-        &PULSEAUDIO,
-        &PIPEWIRE,
-        &APLAY,
-        &RT_TESTS,
-        &BASE,
-        &GIT,
-        &SSH_CLIENT,
-        &SSH_SERVER,
-        &BOARD_SYSROOT,
-        &CROSS_AARCH64,
-        &CROSS_ARMV7,
-        &QEMU_USER,
-        &ZIGBUILD,
-        &LAVA_DISPATCHER,
-        &JUNIT_VALIDATOR,
-        &LAB,
-        &CPIO,
-        // A real kernel bisected: `lab source` and each step's build.
-        &KERNEL_BUILD,
-    ],
-    starts: &[
-        JackServer::PROGRAMS,
-        PulseServer::PROGRAMS,
-        PipeWireServer::PROGRAMS,
-        TestBoard::PROGRAMS,
-        LAB_GUEST_PROGRAMS,
-        &[started::CPIO],
-        &[
-            started::APLAY,
-            started::HACKBENCH,
-            started::TIMEOUT,
-            started::GIT,
-            programs::TASKSET,
-            programs::CHRT,
-            programs::SH,
-        ],
-        // The board stage: both board architectures built, the older-glibc
-        // build for aarch64, all run under qemu.
-        &[
-            started::DPKG,
-            started::APT_CONFIG,
-            started::APT_CACHE,
-            started::AARCH64_GCC,
-            started::ARMV7_GCC,
-            started::PYTHON3,
-            started::QEMU_AARCH64,
-            started::QEMU_ARM,
-        ],
-        // The board-farm tests: LAVA's lava-run, the JUnit validator.
-        &[started::DPKG_DEB, started::TAR, started::XMLLINT],
-        // The kernel bisected: its tree (`lab source`) and builds.
-        &[started::MAKE],
-    ],
-};
 
 /// Exit code when packages are missing and we may not install them (as
 /// for any other unusable input).
@@ -952,8 +846,6 @@ pub fn ensure_rust_targets(targets: &[&str]) -> Result<(), DepsError> {
 
 #[cfg(test)]
 mod tests {
-    use std::path::{Path, PathBuf};
-
     use super::*;
 
     const ALL_GROUPS: &[&Group] = &[
@@ -978,22 +870,8 @@ mod tests {
         &JUNIT_VALIDATOR,
     ];
 
-    const ALL_NEEDS: &[&Needs] = &[
-        &RUN,
-        &RUN_PREBUILT,
-        &RUN_SSH,
-        &RUN_SSH_PREBUILT,
-        &BENCH_PLAYER,
-        &BENCH_HACKBENCH,
-        &BENCH_MONITOR,
-        &BENCH_MICRO,
-        &LINT,
-        &TEST,
-        &BOARD_BUILD,
-    ];
-
     fn names(needs: &Needs) -> Vec<&'static str> {
-        needs.packages().iter().map(|p| p.name).collect()
+        needs.package_names()
     }
 
     #[test]
@@ -1057,28 +935,8 @@ mod tests {
         assert_eq!(for_run(false, None).command, RUN.command);
     }
 
-    #[test]
-    fn only_test_installs_sound_servers() {
-        let servers: Vec<&str> = [&PULSEAUDIO, &PIPEWIRE, &SSH_SERVER]
-            .iter()
-            .flat_map(|g| g.packages.iter().map(|p| p.name))
-            .collect();
-        for needs in ALL_NEEDS.iter().filter(|n| n.command != "test") {
-            for p in names(needs) {
-                assert!(
-                    !servers.contains(&p),
-                    "`{}` installs {p}, which it never starts",
-                    needs.command
-                );
-            }
-        }
-        assert!(!names(&BENCH_PLAYER).contains(&"libjack-jackd2-dev"));
-        assert!(!names(&BENCH_HACKBENCH).contains(&"libasound2-dev"));
-    }
-
     /// Whatever architectures and options `board build` is given, it
-    /// installs only from its own list; the suite's board stage (both board
-    /// architectures, and the older-glibc build) has all it needs.
+    /// installs only from its own list.
     #[test]
     fn board_build_lists_cover_every_choice() {
         let choices: [&[Arch]; 4] = [
@@ -1098,21 +956,6 @@ mod tests {
                 }
             }
         }
-        let test = names(&TEST);
-        for g in for_board_build(&[Arch::Aarch64, Arch::Armv7], true) {
-            for p in g.packages {
-                assert!(test.contains(&p.name), "the board stage lacks {}", p.name);
-            }
-        }
-        assert!(test.contains(&"qemu-user"));
-    }
-
-    #[test]
-    fn test_installs_what_its_lint_needs() {
-        let test = names(&TEST);
-        for p in names(&LINT) {
-            assert!(test.contains(&p), "`test` runs the lint but lacks {p}");
-        }
     }
 
     #[test]
@@ -1131,284 +974,6 @@ mod tests {
                 "libasound2-plugins"
             ]
         );
-    }
-
-    #[test]
-    fn nothing_conflicts_with_pulseaudio() {
-        // Debian 12: both declare `Conflicts: pulseaudio`.
-        for needs in ALL_NEEDS {
-            for p in ["pipewire-alsa", "pipewire-pulse"] {
-                assert!(!names(needs).contains(&p), "`{}`: {p}", needs.command);
-            }
-        }
-    }
-
-    /// The tie the issue asked for: each program a command starts (the
-    /// sound servers' own tables included) is installed by that command.
-    #[test]
-    fn every_started_program_is_installed_by_its_command() {
-        for needs in ALL_NEEDS {
-            let installed = names(needs);
-            for prog in needs.starts.iter().copied().flatten() {
-                assert!(
-                    installed.contains(&prog.package),
-                    "`cargo xtask {}` starts {} but does not install {}",
-                    needs.command,
-                    prog.name,
-                    prog.package
-                );
-            }
-        }
-    }
-
-    #[test]
-    fn commands_that_start_a_server_list_all_its_programs() {
-        let starts = |needs: &Needs, table: &[Program]| {
-            table
-                .iter()
-                .all(|p| needs.starts.iter().any(|t| t.contains(p)))
-        };
-        assert!(starts(&BENCH_PLAYER, JackServer::PROGRAMS));
-        for table in [
-            JackServer::PROGRAMS,
-            PulseServer::PROGRAMS,
-            PipeWireServer::PROGRAMS,
-            TestBoard::PROGRAMS,
-        ] {
-            assert!(starts(&TEST, table));
-        }
-    }
-
-    #[test]
-    fn one_package_per_program() {
-        let all: Vec<Program> = ALL_NEEDS
-            .iter()
-            .flat_map(|n| n.starts.iter().copied().flatten().copied())
-            .collect();
-        for a in &all {
-            for b in &all {
-                assert!(
-                    a.name != b.name || a.package == b.package,
-                    "{} is from {} and from {}",
-                    a.name,
-                    a.package,
-                    b.package
-                );
-            }
-        }
-    }
-
-    /// (program, package) for every file of `programs` dpkg knows in the
-    /// usual directories, in one dpkg call (each call reads its database).
-    fn dpkg_owners(programs: &[&str]) -> Vec<(String, String)> {
-        let paths: Vec<String> = programs
-            .iter()
-            .flat_map(|p| ["/usr/bin", "/bin", "/usr/sbin", "/sbin"].map(|d| format!("{d}/{p}")))
-            .collect();
-        // Exits 1 when some path is unknown; the known ones still print.
-        let out = Command::new("dpkg")
-            .arg("-S")
-            .args(&paths)
-            .output()
-            .expect("dpkg runs");
-        let mut owners = Vec::new();
-        for line in String::from_utf8_lossy(&out.stdout).lines() {
-            // "pkg[:arch]: /path"; skip "diversion by …" lines.
-            let Some((pkg, path)) = line.split_once(": ") else {
-                continue;
-            };
-            if pkg.starts_with("diversion by") {
-                continue;
-            }
-            let program = path.rsplit('/').next().unwrap_or_default();
-            let pkg = pkg.split(':').next().unwrap_or_default();
-            owners.push((program.to_string(), pkg.to_string()));
-        }
-        owners
-    }
-
-    /// The tables are true on this Debian: each program comes from the
-    /// package they name (the PipeWire table once said `dbus-bin` for
-    /// dbus-run-session, which Debian 12 ships in `dbus-daemon`).
-    /// `cargo xtask test` installs all of them before the suite runs.
-    #[test]
-    fn every_program_comes_from_the_package_the_table_names() {
-        let all: Vec<(&str, Program)> = ALL_NEEDS
-            .iter()
-            .flat_map(|n| n.starts.iter().copied().flatten().map(|p| (n.command, *p)))
-            .collect();
-        let names: Vec<&str> = all.iter().map(|(_, p)| p.name).collect();
-        let owners = dpkg_owners(&names);
-        for (command, prog) in all {
-            let found: Vec<&str> = owners
-                .iter()
-                .filter(|(p, _)| p == prog.name)
-                .map(|(_, pkg)| pkg.as_str())
-                .collect();
-            assert!(
-                found.contains(&prog.package),
-                "{} (`cargo xtask {command}`): the table says {}, dpkg says {found:?} \
-                 (none: not installed; `cargo xtask test` installs it)",
-                prog.name,
-                prog.package
-            );
-        }
-    }
-
-    // --- The tables against the code: programs spawned by a literal name.
-
-    /// Programs the harness itself uses, needed before any install list can
-    /// be: cargo (it runs us), Debian's package tools, git (the repository
-    /// came with it; the fingerprint records the commit when it is there).
-    const HARNESS: &[&str] = &["cargo", "rustc", "apt-get", "dpkg-query", "rustup", "git"];
-
-    /// Program names spawned by a literal in `source`: `Command::new("x")`,
-    /// the soundserver's `pinned("x", …)`, and absolute `"/usr/bin/x"`.
-    fn spawned_literals(source: &str) -> Vec<String> {
-        let mut out = Vec::new();
-        for pat in ["Command::new(\"", "pinned(\"", "\"/usr/bin/", "\"/bin/"] {
-            for (at, _) in source.match_indices(pat) {
-                let rest = &source[at + pat.len()..];
-                if let Some(end) = rest.find('"') {
-                    out.push(rest[..end].to_string());
-                }
-            }
-        }
-        out
-    }
-
-    fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
-        for entry in std::fs::read_dir(dir).unwrap() {
-            let path = entry.unwrap().path();
-            if path.is_dir() {
-                rust_files(&path, out);
-            } else if path.extension().is_some_and(|e| e == "rs") {
-                out.push(path);
-            }
-        }
-    }
-
-    /// The commands that run a source file's spawns: each must list the
-    /// program. `None`: the file is not scanned (this file: the tables
-    /// themselves and the samples below).
-    fn owners(rel: &str) -> Option<Vec<&'static Needs>> {
-        let owners = if rel == "crates/host/src/deps.rs" {
-            return None;
-        } else if rel.starts_with("xtask/src/bench/player") {
-            vec![&BENCH_PLAYER]
-        } else if rel.starts_with("xtask/src/bench/hackbench") {
-            vec![&BENCH_HACKBENCH]
-        } else if rel.starts_with("xtask/src/bench/monitor") {
-            vec![&BENCH_MONITOR]
-        } else if rel.starts_with("xtask/src/bench/micro") {
-            vec![&BENCH_MICRO]
-        } else if rel == "crates/host/src/board/qemu.rs" {
-            // The emulator runs only in the suite's board stage.
-            vec![&TEST]
-        } else if rel.starts_with("crates/host/src/board/")
-            && rel != "crates/host/src/board/check.rs"
-        {
-            // `board build`, which the suite's board stage runs too.
-            vec![&BOARD_BUILD, &TEST]
-        } else if rel == "crates/host/src/lab/cpio.rs" {
-            // cpio reads the archive back in the writer's test only.
-            vec![&TEST]
-        } else if rel == "xtask/src/session_dirs.rs" {
-            // aplay shows, in its test, where ALSA's pulse plugin writes.
-            vec![&TEST]
-        } else if rel == "crates/host/src/lab/source.rs" {
-            // The lab's kernel tree: `lab source`, which the suite's
-            // kernel bisection runs too.
-            vec![&LAB_SOURCE, &TEST]
-        } else if rel.starts_with("crates/host/src/lab/") {
-            // The lab boots guests for runs on it and for the suite.
-            vec![&RUN_VM, &TEST]
-        } else if rel.starts_with("crates/host/src/target/ssh")
-            || rel == "crates/host/src/target/hooks.rs"
-        {
-            // Hooks (power_cycle, deploy) belong to a board's target.
-            vec![&RUN_SSH, &RUN_SSH_PREBUILT]
-        } else if rel.starts_with("crates/host/src/run/")
-            || rel.starts_with("crates/host/src/bisect/")
-            || rel.starts_with("crates/host/src/target/")
-        {
-            vec![&RUN, &RUN_PREBUILT]
-        } else if rel.contains("/tests/")
-            || rel.starts_with("crates/soundserver/")
-            || rel.starts_with("crates/test-support/")
-        {
-            // The tests' fixtures. The soundserver's per-server split is
-            // checked separately.
-            vec![&TEST]
-        } else if rel.starts_with("crates/host/") {
-            // Tables, plots, results, LAVA files: they spawn nothing.
-            vec![]
-        } else if rel.starts_with("crates/") {
-            // The board binaries: the runner, the tests and benches run them.
-            vec![&RUN, &RUN_PREBUILT, &TEST]
-        } else {
-            vec![]
-        };
-        Some(owners)
-    }
-
-    #[test]
-    fn every_program_spawned_by_name_is_in_its_commands_table() {
-        let root = crate::util::workspace_root();
-        let mut files = Vec::new();
-        rust_files(&root.join("crates"), &mut files);
-        rust_files(&root.join("xtask"), &mut files);
-        let soundserver: Vec<&str> = [
-            JackServer::PROGRAMS,
-            PulseServer::PROGRAMS,
-            PipeWireServer::PROGRAMS,
-            TestBoard::PROGRAMS,
-        ]
-        .iter()
-        .copied()
-        .flatten()
-        .map(|p| p.name)
-        .collect();
-        let mut checked = 0;
-        for file in &files {
-            let rel = file.strip_prefix(&root).unwrap().display().to_string();
-            let Some(owners) = owners(&rel) else { continue };
-            let source = std::fs::read_to_string(file).unwrap();
-            for prog in spawned_literals(&source) {
-                checked += 1;
-                if HARNESS.contains(&prog.as_str()) {
-                    continue;
-                }
-                if rel.starts_with("crates/soundserver/src/") {
-                    assert!(
-                        soundserver.contains(&prog.as_str()),
-                        "{rel} starts {prog}, which is in no server's PROGRAMS"
-                    );
-                }
-                assert!(!owners.is_empty(), "{rel} starts {prog} for no command");
-                for needs in &owners {
-                    let listed = needs
-                        .starts
-                        .iter()
-                        .copied()
-                        .flatten()
-                        .any(|p| p.name == prog);
-                    assert!(
-                        listed,
-                        "{rel} starts {prog}: add it to the `starts` of `cargo xtask {}`",
-                        needs.command
-                    );
-                }
-            }
-        }
-        // The scan must see the spawns we know of, or it checks nothing.
-        assert!(checked >= 10, "only {checked} spawns found");
-    }
-
-    #[test]
-    fn spawned_literals_finds_the_three_spellings() {
-        let src = r#"Command::new("aplay"); pinned("pacat", &c, f); let r = "/usr/bin/hackbench";"#;
-        assert_eq!(spawned_literals(src), ["aplay", "pacat", "hackbench"]);
     }
 
     // --- The decision, separated from dpkg and the uid.

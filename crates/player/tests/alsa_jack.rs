@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use common::*;
 use xrunbench_schema::player::ClockSource;
-use xrunbench_soundserver::{JackConfig, JackServer, JACK_PCM};
+use xrunbench_test_support::servers::{JackConfig, JackServer, JACK_PCM};
 
 fn server() -> JackServer {
     JackServer::start(&JackConfig {

@@ -21,7 +21,7 @@ use std::process::Command;
 
 use common::*;
 use xrunbench_schema::player::{ClockSource, EventSource, SelftestStall, Underrun};
-use xrunbench_soundserver::{HintedJackPcm, JackConfig, JackServer, HINTED_JACK_PCM};
+use xrunbench_test_support::servers::{HintedJackPcm, JackConfig, JackServer, HINTED_JACK_PCM};
 
 /// The common arguments: real-time on CPU 1, a 20 ms buffer.
 const RT: [&str; 6] = ["--priority", "fifo:80", "--cpu", "1", "-B", "20000"];
@@ -274,7 +274,7 @@ mod jack_host {
 #[cfg(feature = "cpal-pulseaudio")]
 mod pulse_host {
     use super::*;
-    use xrunbench_soundserver::{PulseConfig, PulseServer};
+    use xrunbench_test_support::servers::{PulseConfig, PulseServer};
 
     fn pulse() -> PulseServer {
         PulseServer::start(&PulseConfig {
@@ -349,7 +349,7 @@ mod pulse_host {
 #[cfg(feature = "cpal-pipewire")]
 mod pipewire_host {
     use super::*;
-    use xrunbench_soundserver::{PipeWireServer, PIPEWIRE_SINK};
+    use xrunbench_test_support::servers::{PipeWireServer, PIPEWIRE_SINK};
 
     fn pipewire_host_player(server: &PipeWireServer) -> Command {
         let mut cmd = player();

@@ -2,15 +2,24 @@
 //! suite needs (is this root, how a test that cannot run says so), so that
 //! no suite grows its own copy.
 //!
-//! This crate is a dev-dependency only: nothing in it ships in a binary.
+//! It also starts the services the suites play against: user-space sound
+//! servers that give a real, clocked ALSA PCM on a machine without a sound
+//! card ([`servers`]) and a private sshd on 127.0.0.1 that plays a board
+//! ([`testboard`]); `cargo xtask bench` starts the same servers.
+//!
+//! A dev-dependency of every crate but `xtask` (automation, which runs the
+//! servers for its benchmarks): nothing in it ships in a product binary.
 
 pub mod boards;
 pub mod disk;
 pub mod hostile;
 pub mod knobs;
+mod procfs;
 pub mod procs;
 pub mod scenarios;
+pub mod servers;
 pub mod skip;
+pub mod testboard;
 
 pub use disk::SmallDisk;
 

@@ -1,8 +1,9 @@
 //! What the suites ask of the machine's processes: a child started, a
 //! process gone, nothing left behind. Built on the workspace's one /proc
-//! parser ([`xrunbench_soundserver::procfs`]).
+//! parser (this crate's `procfs`, which the servers and the test board
+//! use too).
 
-pub use xrunbench_soundserver::procfs::{cmdline, process, processes, Process};
+pub use crate::procfs::{cmdline, process, processes, Process};
 
 /// Starts `cmd` with `input` written to its stdin, which stays open (as
 /// the runner keeps a trial's: the trial reads its spec, and takes the end

@@ -12,7 +12,7 @@ pub fn scenario(dir: &Path, name: &str, body: &str) -> PathBuf {
 
 /// A TOML basic string: `s` quoted and escaped, for paths and names put
 /// into a scenario's text.
-pub use xrunbench_soundserver::testboard::toml_string;
+pub use crate::testboard::toml_string;
 
 /// A scenario file's text, built for a test: the layout every test writes
 /// the same way (top-level keys, `[audio]`, `[load]`, the configurations,

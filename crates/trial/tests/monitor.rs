@@ -22,7 +22,7 @@ use xrunbench_test_support::boards::bin_dir;
 use xrunbench_test_support::{is_root, wait_for};
 
 use serde_json::{json, Value};
-use xrunbench_soundserver::{JackConfig, JackServer};
+use xrunbench_test_support::servers::{JackConfig, JackServer};
 
 const TRACING: &str = "/sys/kernel/tracing";
 

@@ -42,10 +42,10 @@ pub enum What {
 /// Installs what the chosen benchmark needs, then runs it.
 pub fn run(args: &BenchArgs) -> Result<ExitCode> {
     let needs = match &args.what {
-        What::Player(_) => &xrunbench_host::deps::BENCH_PLAYER,
-        What::Hackbench(_) => &xrunbench_host::deps::BENCH_HACKBENCH,
-        What::Monitor(_) => &xrunbench_host::deps::BENCH_MONITOR,
-        What::Micro(_) => &xrunbench_host::deps::BENCH_MICRO,
+        What::Player(_) => &crate::needs::BENCH_PLAYER,
+        What::Hackbench(_) => &crate::needs::BENCH_HACKBENCH,
+        What::Monitor(_) => &crate::needs::BENCH_MONITOR,
+        What::Micro(_) => &crate::needs::BENCH_MICRO,
     };
     if let Err(e) = xrunbench_host::deps::ensure(needs) {
         return Ok(e.report());

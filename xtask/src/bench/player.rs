@@ -12,7 +12,7 @@ use std::path::PathBuf;
 use std::process::{Command, ExitCode, Stdio};
 
 use anyhow::{bail, Context, Result};
-use xrunbench_soundserver::{
+use xrunbench_test_support::servers::{
     HintedJackPcm, JackConfig, JackLeftovers, JackServer, HINTED_JACK_PCM,
 };
 

@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use xrunbench_soundserver::TestBoard;
+use xrunbench_test_support::testboard::TestBoard;
 
 /// The Python Debian ships, whose apt-installed modules lava-run imports
 /// (a pyenv `python3` on PATH would not have them).

@@ -1,5 +1,5 @@
 //! Helpers of the SSH board tests (`ssh_board.rs`, `ssh_failures.rs`):
-//! the test board (`xrunbench_soundserver::TestBoard`, a private sshd on
+//! the test board (`xrunbench_test_support::testboard::TestBoard`, a private sshd on
 //! 127.0.0.1), `cargo xtask` in a process group of its own with its output
 //! in files, and the board's processes found through its sshd.
 
@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use std::os::unix::process::CommandExt;
 
-use xrunbench_soundserver::TestBoard;
+use xrunbench_test_support::testboard::TestBoard;
 
 use crate::support;
 

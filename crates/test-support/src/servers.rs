@@ -11,20 +11,18 @@
 //! ALSA configuration that gives `plug:jack` a hinted name, which is how
 //! cpal's ALSA host finds devices.
 //!
-//! [`TestBoard`] is the other kind of test service: a private sshd on
-//! 127.0.0.1 that plays a board reached over SSH (see [`testboard`]).
-//!
-//! Host-only: this crate is a dev-dependency of the player and a dependency
-//! of `xtask`, never of a board binary.
+//! The SSH test board ([`crate::testboard`]) is the other kind of test
+//! service. The programs each server starts are in `xrunbench-programs`'
+//! table, checked against `PATH` before anything starts.
 
 use std::io;
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
-pub mod procfs;
-pub mod testboard;
-pub use testboard::TestBoard;
+use xrunbench_programs::{programs, Program};
+
+use crate::procfs;
 
 /// Errors starting a sound server.
 #[derive(Debug, thiserror::Error)]
@@ -73,117 +71,10 @@ pub enum Error {
     },
 }
 
-/// A program this crate starts, and the Debian package that provides it.
-///
-/// The servers check their programs against `PATH` with this table before
-/// starting anything (a missing one is [`Error::NotInstalled`]), and
-/// `cargo xtask`'s install lists are tested against it, so the two cannot
-/// drift apart.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Program {
-    /// The name looked up in `PATH`.
-    pub name: &'static str,
-    /// The Debian 12 package that provides it.
-    pub package: &'static str,
-}
-
-/// Every program this crate starts, one entry each (the servers'
-/// `PROGRAMS` lists are made of these).
-pub mod programs {
-    use super::Program;
-
-    /// The JACK server.
-    pub const JACKD: Program = Program {
-        name: "jackd",
-        package: "jackd2",
-    };
-    /// Asks the JACK server whether it is up.
-    pub const JACK_LSP: Program = Program {
-        name: "jack_lsp",
-        package: "jackd2",
-    };
-    /// The PulseAudio server.
-    pub const PULSEAUDIO: Program = Program {
-        name: "pulseaudio",
-        package: "pulseaudio",
-    };
-    /// Asks the PulseAudio server whether it is up.
-    pub const PACTL: Program = Program {
-        name: "pactl",
-        package: "pulseaudio-utils",
-    };
-    /// The PulseAudio keepalive stream.
-    pub const PACAT: Program = Program {
-        name: "pacat",
-        package: "pulseaudio-utils",
-    };
-    /// The PipeWire server.
-    pub const PIPEWIRE: Program = Program {
-        name: "pipewire",
-        package: "pipewire-bin",
-    };
-    /// Asks the PipeWire server whether it is up; creates the null sink.
-    pub const PW_CLI: Program = Program {
-        name: "pw-cli",
-        package: "pipewire-bin",
-    };
-    /// PipeWire's session manager (links streams to sinks).
-    pub const WIREPLUMBER: Program = Program {
-        name: "wireplumber",
-        package: "wireplumber",
-    };
-    /// A private D-Bus session bus for WirePlumber (Debian 12 ships it in
-    /// `dbus-daemon`, not `dbus-bin`).
-    pub const DBUS_RUN_SESSION: Program = Program {
-        name: "dbus-run-session",
-        package: "dbus-daemon",
-    };
-    /// The bus `dbus-run-session` starts.
-    pub const DBUS_DAEMON: Program = Program {
-        name: "dbus-daemon",
-        package: "dbus-daemon",
-    };
-    /// Runs PipeWire and WirePlumber in one session (Essential package).
-    pub const SH: Program = Program {
-        name: "sh",
-        package: "dash",
-    };
-    /// Lets PipeWire come up before WirePlumber (Essential package).
-    pub const SLEEP: Program = Program {
-        name: "sleep",
-        package: "coreutils",
-    };
-    /// Pins a server to CPUs (Essential package).
-    pub const TASKSET: Program = Program {
-        name: "taskset",
-        package: "util-linux",
-    };
-    /// Runs a server at SCHED_FIFO priority (Essential package).
-    pub const CHRT: Program = Program {
-        name: "chrt",
-        package: "util-linux",
-    };
-    /// The test board's SSH server (started as /usr/sbin/sshd).
-    pub const SSHD: Program = Program {
-        name: "sshd",
-        package: "openssh-server",
-    };
-    /// Makes the test board's host and client keys.
-    pub const SSH_KEYGEN: Program = Program {
-        name: "ssh-keygen",
-        package: "openssh-client",
-    };
-    /// The SSH client that reaches the test board.
-    pub const SSH: Program = Program {
-        name: "ssh",
-        package: "openssh-client",
-    };
-}
-
 /// Fails with [`Error::NotInstalled`] for the first of `programs` that is
 /// not in `PATH`.
-fn require(programs: &[Program]) -> Result<(), Error> {
-    match programs.iter().find(|p| !program_exists(p.name)) {
+pub(crate) fn require(programs: &[Program]) -> Result<(), Error> {
+    match xrunbench_programs::first_missing(programs) {
         Some(p) => Err(Error::NotInstalled {
             program: p.name,
             package: p.package,
@@ -236,19 +127,13 @@ pub struct JackServer {
     log_path: std::path::PathBuf,
 }
 
-fn unique_name(prefix: &str) -> String {
+pub(crate) fn unique_name(prefix: &str) -> String {
     static SEQ: AtomicU32 = AtomicU32::new(0);
     format!(
         "{prefix}-{}-{}",
         std::process::id(),
         SEQ.fetch_add(1, Ordering::Relaxed)
     )
-}
-
-fn program_exists(program: &str) -> bool {
-    std::env::var_os("PATH")
-        .map(|paths| std::env::split_paths(&paths).any(|dir| dir.join(program).is_file()))
-        .unwrap_or(false)
 }
 
 impl JackServer {
@@ -915,8 +800,8 @@ mod tests {
 
     #[test]
     fn jack_servers_leave_the_registry_as_they_found_it() {
-        xrunbench_test_support::skip_unless!(
-            program_exists("jackd") && program_exists("jack_lsp"),
+        crate::skip_unless!(
+            xrunbench_programs::exists("jackd") && xrunbench_programs::exists("jack_lsp"),
             "jackd not installed (jackd2; cargo xtask test installs it)"
         );
         let path = std::path::Path::new(JACK_SHM_REGISTRY);

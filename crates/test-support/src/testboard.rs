@@ -25,7 +25,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::{programs, require, unique_name, Error, Program};
+use xrunbench_programs::{programs, Program};
+
+use crate::servers::{require, unique_name, Error};
 
 /// Where Debian's openssh-server puts sshd (it must be started by its
 /// absolute path, and /usr/sbin is not in every user's PATH).
@@ -531,7 +533,7 @@ mod tests {
     #[test]
     fn board_starts_and_lets_a_checked_client_in() {
         use std::io::{BufRead, BufReader};
-        xrunbench_test_support::skip_unless!(
+        crate::skip_unless!(
             Path::new(SSHD_PATH).is_file(),
             "sshd not installed (openssh-server; cargo xtask test installs it)"
         );
@@ -578,7 +580,7 @@ mod tests {
     /// there again.
     #[test]
     fn board_powers_off_and_on_on_the_same_port() {
-        xrunbench_test_support::skip_unless!(
+        crate::skip_unless!(
             Path::new(SSHD_PATH).is_file(),
             "sshd not installed (openssh-server; cargo xtask test installs it)"
         );
