@@ -190,25 +190,15 @@ impl JackServer {
     }
 
     fn wait_ready(&mut self, limit: Duration) -> Result<(), Error> {
-        let start = Instant::now();
-        while start.elapsed() < limit {
-            let ok = Command::new("jack_lsp")
-                .envs(self.env())
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .status()
-                .map(|s| s.success())
-                .unwrap_or(false);
-            if ok {
-                return Ok(());
+        let mut probe = Command::new("jack_lsp");
+        probe.envs(self.env());
+        wait_until_answers(&mut probe, limit, Duration::from_millis(20)).map_err(|waited| {
+            Error::NotReady {
+                program: "jackd",
+                name: self.name.clone(),
+                waited,
+                log: std::fs::read_to_string(&self.log_path).unwrap_or_default(),
             }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        Err(Error::NotReady {
-            program: "jackd",
-            name: self.name.clone(),
-            waited: limit,
-            log: std::fs::read_to_string(&self.log_path).unwrap_or_default(),
         })
     }
 
@@ -239,27 +229,10 @@ impl JackServer {
 
 impl Drop for JackServer {
     fn drop(&mut self) {
-        if let Some(mut child) = self.child.take() {
+        if let Some(child) = self.child.take() {
             // SIGTERM lets jackd remove its sockets under /dev/shm; SIGKILL
             // only if it does not go in time.
-            // SAFETY: kill(2) takes two integers and touches none of our
-            // memory; the pid is our own child's, not yet reaped, so it
-            // cannot name another process.
-            unsafe {
-                libc::kill(child.id() as libc::pid_t, libc::SIGTERM);
-            }
-            let deadline = Instant::now() + Duration::from_secs(3);
-            loop {
-                match child.try_wait() {
-                    Ok(Some(_)) | Err(_) => break,
-                    Ok(None) if Instant::now() > deadline => {
-                        let _ = child.kill();
-                        let _ = child.wait();
-                        break;
-                    }
-                    Ok(None) => std::thread::sleep(Duration::from_millis(10)),
-                }
-            }
+            stop_child(child, Reach::Process);
         }
         let _ = std::fs::remove_file(&self.log_path);
     }
@@ -447,21 +420,13 @@ impl PulseServer {
     /// waits out the warm-up.
     pub fn start(config: &PulseConfig) -> Result<PulseServer, Error> {
         require(Self::PROGRAMS)?;
-        let name = unique_name("xrunbench-pulse");
-        let spawn_err = |source| Error::Spawn {
-            program: "pulseaudio",
-            source,
-        };
-        let runtime_dir = std::env::temp_dir().join(&name);
-        std::fs::create_dir_all(&runtime_dir).map_err(spawn_err)?;
-        let log_path = std::env::temp_dir().join(format!("{name}.log"));
-        let log = std::fs::File::create(&log_path).map_err(spawn_err)?;
-        let log_err = log.try_clone().map_err(spawn_err)?;
+        let spawn_err = spawn_error("pulseaudio");
+        let files = RuntimeFiles::create("xrunbench-pulse", "pulseaudio")?;
         let mut server = PulseServer {
-            runtime_dir,
+            runtime_dir: files.runtime_dir,
             server: None,
             keepalive: None,
-            log_path,
+            log_path: files.log_path,
         };
         let mut cmd = pinned("pulseaudio", &config.cpus, config.fifo);
         cmd.args([
@@ -484,8 +449,8 @@ impl PulseServer {
         ))
         .envs(server.env())
         .stdin(Stdio::null())
-        .stdout(log)
-        .stderr(log_err);
+        .stdout(files.stdout)
+        .stderr(files.stderr);
         server.server = Some(cmd.spawn().map_err(spawn_err)?);
         server.wait_ready(Duration::from_secs(5))?;
         if let (Some(priority), Some(pid)) = (config.fifo, server.pid()) {
@@ -515,26 +480,15 @@ impl PulseServer {
     }
 
     fn wait_ready(&mut self, limit: Duration) -> Result<(), Error> {
-        let start = Instant::now();
-        while start.elapsed() < limit {
-            let ok = Command::new("pactl")
-                .arg("info")
-                .envs(self.env())
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .status()
-                .map(|s| s.success())
-                .unwrap_or(false);
-            if ok {
-                return Ok(());
+        let mut probe = Command::new("pactl");
+        probe.arg("info").envs(self.env());
+        wait_until_answers(&mut probe, limit, Duration::from_millis(20)).map_err(|waited| {
+            Error::NotReady {
+                program: "pulseaudio",
+                name: self.runtime_dir.display().to_string(),
+                waited,
+                log: std::fs::read_to_string(&self.log_path).unwrap_or_default(),
             }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        Err(Error::NotReady {
-            program: "pulseaudio",
-            name: self.runtime_dir.display().to_string(),
-            waited: limit,
-            log: std::fs::read_to_string(&self.log_path).unwrap_or_default(),
         })
     }
 
@@ -609,18 +563,67 @@ fn group_members(pgid: u32) -> Vec<(u32, String)> {
         .collect()
 }
 
-/// SIGTERM, then SIGKILL if it has not gone within 3 s; always reaped.
-fn stop_child(mut child: Child) {
-    // SAFETY: plain kill(2) on a child we spawned and have not reaped.
+/// Makes [`Error::Spawn`] for `program` from the I/O error.
+fn spawn_error(program: &'static str) -> impl Fn(io::Error) -> Error + Copy {
+    move |source| Error::Spawn { program, source }
+}
+
+/// A server's private runtime directory and its log, which gets its
+/// stdout and stderr; both under the temporary directory, named uniquely.
+struct RuntimeFiles {
+    runtime_dir: std::path::PathBuf,
+    log_path: std::path::PathBuf,
+    stdout: std::fs::File,
+    stderr: std::fs::File,
+}
+
+impl RuntimeFiles {
+    fn create(prefix: &str, program: &'static str) -> Result<RuntimeFiles, Error> {
+        let spawn_err = spawn_error(program);
+        let name = unique_name(prefix);
+        let runtime_dir = std::env::temp_dir().join(&name);
+        std::fs::create_dir_all(&runtime_dir).map_err(spawn_err)?;
+        let log_path = std::env::temp_dir().join(format!("{name}.log"));
+        let stdout = std::fs::File::create(&log_path).map_err(spawn_err)?;
+        let stderr = stdout.try_clone().map_err(spawn_err)?;
+        Ok(RuntimeFiles {
+            runtime_dir,
+            log_path,
+            stdout,
+            stderr,
+        })
+    }
+}
+
+/// What [`stop_child`] signals: the child, or the process group it leads.
+#[derive(Clone, Copy)]
+enum Reach {
+    Process,
+    Group,
+}
+
+/// SIGTERM, then SIGKILL if it has not gone within 3 s, to the child or
+/// its whole group; the child always reaped.
+fn stop_child(mut child: Child, reach: Reach) {
+    let target = match reach {
+        Reach::Process => child.id() as libc::pid_t,
+        Reach::Group => -(child.id() as libc::pid_t),
+    };
+    // SAFETY: kill(2) takes two integers and touches none of our memory;
+    // the pid is our own child's (or the group it leads), not yet reaped,
+    // so it cannot name another process.
     unsafe {
-        libc::kill(child.id() as libc::pid_t, libc::SIGTERM);
+        libc::kill(target, libc::SIGTERM);
     }
     let deadline = Instant::now() + Duration::from_secs(3);
     loop {
         match child.try_wait() {
             Ok(Some(_)) | Err(_) => break,
             Ok(None) if Instant::now() > deadline => {
-                let _ = child.kill();
+                // SAFETY: as above; the child is still not reaped.
+                unsafe {
+                    libc::kill(target, libc::SIGKILL);
+                }
                 let _ = child.wait();
                 break;
             }
@@ -629,14 +632,32 @@ fn stop_child(mut child: Child) {
     }
 }
 
+/// Runs `probe` every `interval` until it exits 0 (the server answers);
+/// `Err(limit)` if it has not within `limit`.
+fn wait_until_answers(
+    probe: &mut Command,
+    limit: Duration,
+    interval: Duration,
+) -> Result<(), Duration> {
+    probe.stdout(Stdio::null()).stderr(Stdio::null());
+    let start = Instant::now();
+    while start.elapsed() < limit {
+        if probe.status().is_ok_and(|s| s.success()) {
+            return Ok(());
+        }
+        std::thread::sleep(interval);
+    }
+    Err(limit)
+}
+
 impl Drop for PulseServer {
     fn drop(&mut self) {
         // The client first, so the server is not left serving a stream.
         if let Some(c) = self.keepalive.take() {
-            stop_child(c);
+            stop_child(c, Reach::Process);
         }
         if let Some(c) = self.server.take() {
-            stop_child(c);
+            stop_child(c, Reach::Process);
         }
         let _ = std::fs::remove_dir_all(&self.runtime_dir);
         let _ = std::fs::remove_file(&self.log_path);
@@ -674,20 +695,12 @@ impl PipeWireServer {
     /// sink and gives WirePlumber a moment to see it.
     pub fn start(cpus: Option<&str>) -> Result<PipeWireServer, Error> {
         require(Self::PROGRAMS)?;
-        let name = unique_name("xrunbench-pw");
-        let spawn_err = |source| Error::Spawn {
-            program: "pipewire",
-            source,
-        };
-        let runtime_dir = std::env::temp_dir().join(&name);
-        std::fs::create_dir_all(&runtime_dir).map_err(spawn_err)?;
-        let log_path = std::env::temp_dir().join(format!("{name}.log"));
-        let log = std::fs::File::create(&log_path).map_err(spawn_err)?;
-        let log_err = log.try_clone().map_err(spawn_err)?;
+        let spawn_err = spawn_error("pipewire");
+        let files = RuntimeFiles::create("xrunbench-pw", "pipewire")?;
         let mut server = PipeWireServer {
-            runtime_dir,
+            runtime_dir: files.runtime_dir,
             session: None,
-            log_path,
+            log_path: files.log_path,
         };
         let mut cmd = pinned("dbus-run-session", &cpus.map(str::to_string), None);
         // Its own process group: drop stops the bus, pipewire and
@@ -696,8 +709,8 @@ impl PipeWireServer {
         cmd.args(["--", "sh", "-c", "pipewire & sleep 0.3; wireplumber & wait"])
             .envs(server.env())
             .stdin(Stdio::null())
-            .stdout(log)
-            .stderr(log_err);
+            .stdout(files.stdout)
+            .stderr(files.stderr);
         server.session = Some(cmd.spawn().map_err(spawn_err)?);
         server.wait_for(Duration::from_secs(5), &["info", "0"])?;
         let sink = format!(
@@ -732,26 +745,15 @@ impl PipeWireServer {
     }
 
     fn wait_for(&mut self, limit: Duration, args: &[&str]) -> Result<(), Error> {
-        let start = Instant::now();
-        while start.elapsed() < limit {
-            let ok = Command::new("pw-cli")
-                .args(args)
-                .envs(self.env())
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .status()
-                .map(|s| s.success())
-                .unwrap_or(false);
-            if ok {
-                return Ok(());
+        let mut probe = Command::new("pw-cli");
+        probe.args(args).envs(self.env());
+        wait_until_answers(&mut probe, limit, Duration::from_millis(50)).map_err(|waited| {
+            Error::NotReady {
+                program: "pipewire",
+                name: self.runtime_dir.display().to_string(),
+                waited,
+                log: std::fs::read_to_string(&self.log_path).unwrap_or_default(),
             }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        Err(Error::NotReady {
-            program: "pipewire",
-            name: self.runtime_dir.display().to_string(),
-            waited: limit,
-            log: std::fs::read_to_string(&self.log_path).unwrap_or_default(),
         })
     }
 
@@ -768,26 +770,9 @@ impl PipeWireServer {
 
 impl Drop for PipeWireServer {
     fn drop(&mut self) {
-        if let Some(mut child) = self.session.take() {
-            // SAFETY: kill(2) on the process group we created for the child.
-            unsafe {
-                libc::kill(-(child.id() as libc::pid_t), libc::SIGTERM);
-            }
-            let deadline = Instant::now() + Duration::from_secs(3);
-            loop {
-                match child.try_wait() {
-                    Ok(Some(_)) | Err(_) => break,
-                    Ok(None) if Instant::now() > deadline => {
-                        // SAFETY: as above.
-                        unsafe {
-                            libc::kill(-(child.id() as libc::pid_t), libc::SIGKILL);
-                        }
-                        let _ = child.wait();
-                        break;
-                    }
-                    Ok(None) => std::thread::sleep(Duration::from_millis(10)),
-                }
-            }
+        if let Some(child) = self.session.take() {
+            // The bus, pipewire and wireplumber: the group the child leads.
+            stop_child(child, Reach::Group);
         }
         let _ = std::fs::remove_dir_all(&self.runtime_dir);
         let _ = std::fs::remove_file(&self.log_path);
