@@ -583,9 +583,9 @@ pub fn for_run(
 
 /// `cargo xtask board build` with every option, on an x86_64 machine (the
 /// board architectures cross-built): the groups [`for_board_build`]
-/// chooses from. Read by the unit tests, which tie it to the programs
-/// the board build starts and to what [`for_board_build`] returns.
-#[cfg_attr(not(test), allow(dead_code))]
+/// chooses from. Read by the tests, which tie it to what
+/// [`for_board_build`] returns (here) and to the programs the board build
+/// starts (xtask's `needs`).
 pub const BOARD_BUILD: Needs = Needs {
     command: "board build",
     groups: &[
