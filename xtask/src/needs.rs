@@ -149,10 +149,6 @@ mod tests {
         &TEST,
     ];
 
-    fn names(needs: &Needs) -> Vec<&'static str> {
-        needs.package_names()
-    }
-
     #[test]
     fn only_test_installs_sound_servers() {
         let servers: Vec<&str> = [&PULSEAUDIO, &PIPEWIRE, &SSH_SERVER]
@@ -160,7 +156,7 @@ mod tests {
             .flat_map(|g| g.packages.iter().map(|p| p.name))
             .collect();
         for needs in ALL_NEEDS.iter().filter(|n| n.command != "test") {
-            for p in names(needs) {
+            for p in needs.package_names() {
                 assert!(
                     !servers.contains(&p),
                     "`{}` installs {p}, which it never starts",
@@ -168,15 +164,15 @@ mod tests {
                 );
             }
         }
-        assert!(!names(&BENCH_PLAYER).contains(&"libjack-jackd2-dev"));
-        assert!(!names(&BENCH_HACKBENCH).contains(&"libasound2-dev"));
+        assert!(!BENCH_PLAYER.package_names().contains(&"libjack-jackd2-dev"));
+        assert!(!BENCH_HACKBENCH.package_names().contains(&"libasound2-dev"));
     }
 
     /// The suite's board stage (both board architectures, and the
     /// older-glibc build) has all that `board build` installs for it.
     #[test]
     fn test_installs_what_its_board_stage_builds_with() {
-        let test = names(&TEST);
+        let test = TEST.package_names();
         for g in for_board_build(&[Arch::Aarch64, Arch::Armv7], true) {
             for p in g.packages {
                 assert!(test.contains(&p.name), "the board stage lacks {}", p.name);
@@ -187,8 +183,8 @@ mod tests {
 
     #[test]
     fn test_installs_what_its_lint_needs() {
-        let test = names(&TEST);
-        for p in names(&LINT) {
+        let test = TEST.package_names();
+        for p in LINT.package_names() {
             assert!(test.contains(&p), "`test` runs the lint but lacks {p}");
         }
     }
@@ -198,7 +194,11 @@ mod tests {
         // Debian 12: both declare `Conflicts: pulseaudio`.
         for needs in ALL_NEEDS {
             for p in ["pipewire-alsa", "pipewire-pulse"] {
-                assert!(!names(needs).contains(&p), "`{}`: {p}", needs.command);
+                assert!(
+                    !needs.package_names().contains(&p),
+                    "`{}`: {p}",
+                    needs.command
+                );
             }
         }
     }
@@ -208,7 +208,7 @@ mod tests {
     #[test]
     fn every_started_program_is_installed_by_its_command() {
         for needs in ALL_NEEDS {
-            let installed = names(needs);
+            let installed = needs.package_names();
             for prog in needs.starts.iter().copied().flatten() {
                 assert!(
                     installed.contains(&prog.package),

@@ -870,10 +870,6 @@ mod tests {
         &JUNIT_VALIDATOR,
     ];
 
-    fn names(needs: &Needs) -> Vec<&'static str> {
-        needs.package_names()
-    }
-
     #[test]
     fn each_package_has_one_home_and_a_reason() {
         let mut seen: Vec<(&str, &str)> = Vec::new();
@@ -893,7 +889,7 @@ mod tests {
     fn run_installs_only_the_build_prerequisites() {
         // The essential base tools: bisect's deploy commands run by `sh`.
         assert_eq!(
-            names(&RUN),
+            RUN.package_names(),
             [
                 "pkg-config",
                 "libasound2-dev",
@@ -903,11 +899,11 @@ mod tests {
             ]
         );
         assert_eq!(
-            names(&RUN_PREBUILT),
+            RUN_PREBUILT.package_names(),
             ["libasound2", "util-linux", "coreutils", "dash"]
         );
         assert_eq!(
-            names(&RUN_SSH),
+            RUN_SSH.package_names(),
             [
                 "pkg-config",
                 "libasound2-dev",
@@ -918,7 +914,7 @@ mod tests {
             ]
         );
         assert_eq!(
-            names(&RUN_SSH_PREBUILT),
+            RUN_SSH_PREBUILT.package_names(),
             ["openssh-client", "util-linux", "coreutils", "dash"]
         );
         let board = crate::run::scenario::SshTarget::with_defaults(
@@ -966,7 +962,7 @@ mod tests {
             starts: &[],
         };
         assert_eq!(
-            names(&needs),
+            needs.package_names(),
             [
                 "pkg-config",
                 "libasound2-dev",

@@ -147,14 +147,8 @@ impl JackServer {
         require(Self::PROGRAMS)?;
         let name = unique_name("xrunbench");
         let log_path = std::env::temp_dir().join(format!("{name}.jackd.log"));
-        let log = std::fs::File::create(&log_path).map_err(|source| Error::Spawn {
-            program: "jackd",
-            source,
-        })?;
-        let log_err = log.try_clone().map_err(|source| Error::Spawn {
-            program: "jackd",
-            source,
-        })?;
+        let log = std::fs::File::create(&log_path).map_err(spawn_error("jackd"))?;
+        let log_err = log.try_clone().map_err(spawn_error("jackd"))?;
         let mut cmd = match &config.cpus {
             Some(cpus) => {
                 let mut c = Command::new("taskset");
@@ -176,10 +170,7 @@ impl JackServer {
             .stdin(Stdio::null())
             .stdout(log)
             .stderr(log_err);
-        let child = cmd.spawn().map_err(|source| Error::Spawn {
-            program: "jackd",
-            source,
-        })?;
+        let child = cmd.spawn().map_err(spawn_error("jackd"))?;
         let mut server = JackServer {
             name,
             child: Some(child),
@@ -470,10 +461,7 @@ impl PulseServer {
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
-            .map_err(|source| Error::Spawn {
-                program: "pacat",
-                source,
-            })?;
+            .map_err(spawn_error("pacat"))?;
         server.keepalive = Some(keepalive);
         std::thread::sleep(config.warm_up);
         Ok(server)
@@ -528,8 +516,7 @@ impl PulseServer {
 /// Gives every thread of process `pid` that runs under SCHED_OTHER the
 /// SCHED_FIFO `priority`; threads already real-time keep theirs.
 fn make_threads_fifo(program: &'static str, pid: u32, priority: u8) -> Result<(), Error> {
-    let tasks = std::fs::read_dir(format!("/proc/{pid}/task"))
-        .map_err(|source| Error::Spawn { program, source })?;
+    let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).map_err(spawn_error(program))?;
     for tid in tasks.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok()) {
         // SAFETY: plain syscalls on a thread id; param is valid.
         let failed = unsafe {
@@ -564,7 +551,7 @@ fn group_members(pgid: u32) -> Vec<(u32, String)> {
 }
 
 /// Makes [`Error::Spawn`] for `program` from the I/O error.
-fn spawn_error(program: &'static str) -> impl Fn(io::Error) -> Error + Copy {
+pub(crate) fn spawn_error(program: &'static str) -> impl Fn(io::Error) -> Error + Copy {
     move |source| Error::Spawn { program, source }
 }
 

@@ -27,7 +27,7 @@ use std::time::{Duration, Instant};
 
 use xrunbench_programs::{programs, Program};
 
-use crate::servers::{require, unique_name, Error};
+use crate::servers::{require, spawn_error, unique_name, Error};
 
 /// Where Debian's openssh-server puts sshd (it must be started by its
 /// absolute path, and /usr/sbin is not in every user's PATH).
@@ -74,10 +74,7 @@ impl TestBoard {
         let dir = std::env::temp_dir().join(unique_name("xrunbench-testboard"));
         std::fs::create_dir(&dir)
             .and_then(|()| std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700)))
-            .map_err(|source| Error::Spawn {
-                program: "sshd",
-                source,
-            })?;
+            .map_err(spawn_error("sshd"))?;
         let mut board = TestBoard {
             dir,
             port: 0,
@@ -100,10 +97,7 @@ impl TestBoard {
         let mut last = None;
         for _ in 0..5 {
             release_port(board.port);
-            board.port = free_port().map_err(|source| Error::Spawn {
-                program: "sshd",
-                source,
-            })?;
+            board.port = free_port().map_err(spawn_error("sshd"))?;
             board.write_config()?;
             match board.listen() {
                 Ok(()) => {
@@ -126,19 +120,12 @@ impl TestBoard {
         self.dir.join(name)
     }
 
-    fn spawn_error(source: std::io::Error) -> Error {
-        Error::Spawn {
-            program: "sshd",
-            source,
-        }
-    }
-
     fn read(&self, name: &str) -> Result<String, Error> {
-        std::fs::read_to_string(self.path(name)).map_err(Self::spawn_error)
+        std::fs::read_to_string(self.path(name)).map_err(spawn_error("sshd"))
     }
 
     fn write(&self, name: &str, text: &str) -> Result<(), Error> {
-        std::fs::write(self.path(name), text).map_err(Self::spawn_error)
+        std::fs::write(self.path(name), text).map_err(spawn_error("sshd"))
     }
 
     fn keygen(&self, name: &str) -> Result<(), Error> {
@@ -156,10 +143,7 @@ impl TestBoard {
             .arg(self.path(name))
             .stdin(Stdio::null())
             .status()
-            .map_err(|source| Error::Spawn {
-                program: "ssh-keygen",
-                source,
-            })?;
+            .map_err(spawn_error("ssh-keygen"))?;
         if !status.success() {
             return Err(Error::Spawn {
                 program: "ssh-keygen",
@@ -195,7 +179,7 @@ impl TestBoard {
         let key = self.read(pub_key)?;
         let mut fields = key.split_whitespace();
         let (Some(kind), Some(blob)) = (fields.next(), fields.next()) else {
-            return Err(Self::spawn_error(std::io::Error::other(format!(
+            return Err(spawn_error("sshd")(std::io::Error::other(format!(
                 "{pub_key} is not a public key"
             ))));
         };
@@ -216,7 +200,7 @@ impl TestBoard {
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
-            .map_err(Self::spawn_error)?;
+            .map_err(spawn_error("sshd"))?;
         self.child = Some(child);
         let start = Instant::now();
         while start.elapsed() < READY_WITHIN {
