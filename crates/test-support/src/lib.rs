@@ -14,6 +14,7 @@ pub mod boards;
 pub mod disk;
 pub mod hostile;
 pub mod knobs;
+pub mod lava_lab;
 mod procfs;
 pub mod procs;
 pub mod scenarios;

@@ -589,6 +589,12 @@ enum Reach {
     Group,
 }
 
+/// Stops the process group `child` leads (SIGTERM, then SIGKILL after
+/// 3 s) and reaps the child.
+pub(crate) fn stop_group(child: Child) {
+    stop_child(child, Reach::Group);
+}
+
 /// SIGTERM, then SIGKILL if it has not gone within 3 s, to the child or
 /// its whole group; the child always reaped.
 fn stop_child(mut child: Child, reach: Reach) {

@@ -425,7 +425,7 @@ static PORTS_HELD: std::sync::Mutex<Vec<u16>> = std::sync::Mutex::new(Vec::new()
 
 /// A TCP port free on 127.0.0.1 right now and held by no board of this
 /// process; it is held until [`release_port`].
-fn free_port() -> std::io::Result<u16> {
+pub(crate) fn free_port() -> std::io::Result<u16> {
     let mut held = PORTS_HELD.lock().unwrap_or_else(|p| p.into_inner());
     loop {
         let port = TcpListener::bind((Ipv4Addr::LOCALHOST, 0))?
@@ -439,7 +439,7 @@ fn free_port() -> std::io::Result<u16> {
 }
 
 /// Lets another board of this process have `port`.
-fn release_port(port: u16) {
+pub(crate) fn release_port(port: u16) {
     PORTS_HELD
         .lock()
         .unwrap_or_else(|p| p.into_inner())
