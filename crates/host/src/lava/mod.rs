@@ -6,6 +6,7 @@
 
 pub mod definition;
 pub mod results;
+pub mod server;
 mod yaml;
 
 use std::path::PathBuf;
