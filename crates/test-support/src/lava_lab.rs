@@ -568,35 +568,45 @@ fn take_lab_lock() -> Result<File, Error> {
     }
 }
 
-/// The prefix with LAVA and what it imports, unpacked once into the
-/// suite's cache.
+/// The prefix with LAVA and what it imports that the machine lacks, in
+/// the suite's cache. What the machine lacks changes (the suite installs
+/// some of the same modules, a purge removes them), so each start unpacks
+/// whatever is missing now and the prefix has not got yet (the list of
+/// unpacked packages is kept beside it).
 fn prefix() -> Result<PathBuf, Error> {
     let dir = crate::boards::target_dir()
         .join("xrunbench-cache")
         .join("lava-lab");
     let prefix = dir.join("prefix");
-    if prefix.join(".complete").is_file() {
-        return Ok(prefix);
-    }
-    let _ = std::fs::remove_dir_all(&dir);
-    let debs = dir.join("debs");
-    std::fs::create_dir_all(&debs).map_err(io("lava lab"))?;
+    let list = dir.join("unpacked");
+    let mut unpacked: Vec<String> = std::fs::read_to_string(&list)
+        .unwrap_or_default()
+        .lines()
+        .map(str::to_string)
+        .collect();
     let mut wanted: Vec<String> = missing_closure(PYTHON_PACKAGES)?;
     wanted.extend(LAVA_PACKAGES.iter().map(|s| s.to_string()));
-    download(&debs, &wanted)?;
-    unpack_all(&debs, &prefix)?;
-    // guestfs's libraries link more than Python modules do.
-    for _ in 0..4 {
-        let libs = missing_libraries(&prefix);
-        if libs.is_empty() {
-            break;
+    wanted.retain(|p| !unpacked.contains(p));
+    let debs = dir.join("debs");
+    // guestfs's libraries link more than Python modules do: then the
+    // packages of the libraries still missing, until none is.
+    for _ in 0..5 {
+        if wanted.is_empty() {
+            wanted = packages_of_libraries(&missing_libraries(&prefix))?;
+            wanted.retain(|p| !unpacked.contains(p));
+            if wanted.is_empty() {
+                break;
+            }
         }
-        let packages = packages_of_libraries(&libs)?;
-        download(&debs, &packages)?;
+        let _ = std::fs::remove_dir_all(&debs);
+        std::fs::create_dir_all(&debs).map_err(io("lava lab"))?;
+        download(&debs, &wanted)?;
         unpack_all(&debs, &prefix)?;
+        unpacked.append(&mut wanted);
     }
+    let _ = std::fs::remove_dir_all(&debs);
     drop_dangling_links(&prefix);
-    File::create(prefix.join(".complete")).map_err(io("lava lab"))?;
+    std::fs::write(&list, unpacked.join("\n") + "\n").map_err(io("lava lab"))?;
     Ok(prefix)
 }
 

@@ -136,6 +136,13 @@ pub enum Channel {
         /// The lab's client key, public (one line).
         authorized_key: String,
     },
+    /// A shell on the console, the board binaries of `bins` in
+    /// `/lab/bin`: for a board farm (LAVA) whose jobs type their commands at
+    /// the prompt ([`CONSOLE_PROMPT`]), no network and no overlay needed.
+    Console {
+        /// The directory of xrun-trial, xrun-player, xrun-hackbench.
+        bins: PathBuf,
+    },
     /// No network: `/init` runs one trial (`spec`, JSON) with the board
     /// binaries in `bins`, prints its record on the console and powers off.
     Oneshot {
@@ -278,10 +285,12 @@ impl Image<'_> {
                 t.copy(Path::new(SSHD), SSHD, 0o755)?;
                 ssh_tail(self.arch)
             }
+            Channel::Console { bins } => {
+                copy_board_binaries(&mut t, bins)?;
+                console_tail()
+            }
             Channel::Oneshot { spec, bins } => {
-                for b in ["xrun-trial", "xrun-player", "xrun-hackbench"] {
-                    t.copy(&bins.join(b), &format!("/lab/bin/{b}"), 0o755)?;
-                }
+                copy_board_binaries(&mut t, bins)?;
                 t.file("/lab/spec.json", spec.clone().into_bytes(), 0o644);
                 ONESHOT_TAIL.to_string()
             }
@@ -367,6 +376,30 @@ fn ssh_tail(_arch: Arch) -> String {
          {SSHD} -f /etc/ssh/sshd_config -E /tmp/sshd.log\n\
          echo \"{READY} $(cut -d' ' -f1 /proc/uptime)\"\n\
          while :; do sleep 3600; done\n"
+    )
+}
+
+/// The board binaries of `bins`, into `/lab/bin`.
+fn copy_board_binaries(t: &mut Tree, bins: &Path) -> Result<()> {
+    for b in ["xrun-trial", "xrun-player", "xrun-hackbench"] {
+        t.copy(&bins.join(b), &format!("/lab/bin/{b}"), 0o755)?;
+    }
+    Ok(())
+}
+
+/// The console channel's prompt: a word of our own, so that a board
+/// farm's pattern cannot match the kernel's or busybox's output by chance.
+pub const CONSOLE_PROMPT: &str = "xrunbench-lab# ";
+
+/// The console end of `/init`: a shell with job control on the console
+/// (cttyhack finds it), the board binaries in its PATH.
+fn console_tail() -> String {
+    format!(
+        "export PATH=/lab/bin:$PATH HOME=/root\n\
+         export PS1='{CONSOLE_PROMPT}'\n\
+         cd /\n\
+         echo \"xrunbench-lab: console $(cut -d' ' -f1 /proc/uptime)\"\n\
+         exec setsid cttyhack sh\n"
     )
 }
 
