@@ -9,9 +9,11 @@
 use xrunbench_host::deps::{
     started, Needs, APLAY, BASE, BOARD_SYSROOT, BUILD, CPAL_HOSTS, CPIO, CROSS_AARCH64,
     CROSS_ARMV7, GIT, JACK_PCM, JUNIT_VALIDATOR, KERNEL_BUILD, LAB, LAB_GUEST_PROGRAMS,
-    LAVA_DISPATCHER, PIPEWIRE, PULSEAUDIO, QEMU_USER, RT_TESTS, SSH_CLIENT, SSH_SERVER, ZIGBUILD,
+    LAVA_DISPATCHER, LAVA_LAB, PIPEWIRE, PULSEAUDIO, QEMU_USER, RT_TESTS, SSH_CLIENT, SSH_SERVER,
+    ZIGBUILD,
 };
 use xrunbench_programs::programs;
+use xrunbench_test_support::lava_lab::LavaLab;
 use xrunbench_test_support::servers::{JackServer, PipeWireServer, PulseServer};
 use xrunbench_test_support::testboard::TestBoard;
 
@@ -77,6 +79,7 @@ pub const TEST: Needs = Needs {
         &QEMU_USER,
         &ZIGBUILD,
         &LAVA_DISPATCHER,
+        &LAVA_LAB,
         &JUNIT_VALIDATOR,
         &LAB,
         &CPIO,
@@ -88,6 +91,7 @@ pub const TEST: Needs = Needs {
         PulseServer::PROGRAMS,
         PipeWireServer::PROGRAMS,
         TestBoard::PROGRAMS,
+        LavaLab::PROGRAMS,
         LAB_GUEST_PROGRAMS,
         &[started::CPIO],
         &[
@@ -104,15 +108,15 @@ pub const TEST: Needs = Needs {
         &[
             started::DPKG,
             started::APT_CONFIG,
-            started::APT_CACHE,
+            programs::APT_CACHE,
             started::AARCH64_GCC,
             started::ARMV7_GCC,
-            started::PYTHON3,
+            programs::PYTHON3,
             started::QEMU_AARCH64,
             started::QEMU_ARM,
         ],
         // The board-farm tests: LAVA's lava-run, the JUnit validator.
-        &[started::DPKG_DEB, started::TAR, started::XMLLINT],
+        &[programs::DPKG_DEB, started::TAR, started::XMLLINT],
         // The kernel bisected: its tree (`lab source`) and builds.
         &[started::MAKE],
     ],

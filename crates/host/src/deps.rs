@@ -186,6 +186,17 @@ pub const LAVA_DISPATCHER: Group = Group {
     ],
 };
 
+/// The suite's private LAVA lab (test-support's `lava_lab`): its
+/// database server. LAVA itself and the Python modules it imports are
+/// unpacked into the suite's cache, never installed.
+pub const LAVA_LAB: Group = Group {
+    name: "LAVA lab",
+    packages: &[pkg(
+        "postgresql-15",
+        "initdb, pg_ctl, createdb: the lab's private database",
+    )],
+};
+
 /// Checking JUnit files against the JUnit XSD (the one Jenkins' xUnit
 /// plugin ships; the test takes pytest's copy from its PyPI source).
 pub const JUNIT_VALIDATOR: Group = Group {
@@ -332,11 +343,6 @@ pub const ZIGBUILD: Group = Group {
 pub mod started {
     use xrunbench_programs::Program;
 
-    /// The VM lab's x86_64 machine.
-    pub const QEMU_X86: Program = Program {
-        name: "qemu-system-x86_64",
-        package: "qemu-system-x86",
-    };
     /// The VM lab's aarch64 machine.
     pub const QEMU_AARCH64_SYSTEM: Program = Program {
         name: "qemu-system-aarch64",
@@ -356,11 +362,6 @@ pub mod started {
     pub const CPIO: Program = Program {
         name: "cpio",
         package: "cpio",
-    };
-    /// The libraries a binary loads.
-    pub const LDD: Program = Program {
-        name: "ldd",
-        package: "libc-bin",
     };
     /// The reference player.
     pub const APLAY: Program = Program {
@@ -397,11 +398,6 @@ pub mod started {
         name: "apt-config",
         package: "apt",
     };
-    /// Tells a real package from a virtual one in the private apt state.
-    pub const APT_CACHE: Program = Program {
-        name: "apt-cache",
-        package: "apt",
-    };
     /// The linker rustc runs for aarch64.
     pub const AARCH64_GCC: Program = Program {
         name: "aarch64-linux-gnu-gcc",
@@ -412,11 +408,6 @@ pub mod started {
         name: "arm-linux-gnueabihf-gcc",
         package: "gcc-arm-linux-gnueabihf",
     };
-    /// Makes the private Python environment for `board build --glibc`.
-    pub const PYTHON3: Program = Program {
-        name: "python3",
-        package: "python3-minimal",
-    };
     /// Runs aarch64 board binaries.
     pub const QEMU_AARCH64: Program = Program {
         name: "qemu-aarch64",
@@ -426,11 +417,6 @@ pub mod started {
     pub const QEMU_ARM: Program = Program {
         name: "qemu-arm",
         package: "qemu-user",
-    };
-    /// Unpacks lava-dispatcher's packages into the LAVA test's cache.
-    pub const DPKG_DEB: Program = Program {
-        name: "dpkg-deb",
-        package: "dpkg",
     };
     /// Takes the JUnit XSD out of pytest's source archive.
     pub const TAR: Program = Program {
@@ -523,12 +509,12 @@ pub const RUN_SSH_PREBUILT: Needs = Needs {
 /// what the initramfs is made with (modules' order, the lab's keys, the
 /// board binaries' libraries).
 pub const LAB_GUEST_PROGRAMS: &[Program] = &[
-    started::QEMU_X86,
+    programs::QEMU_X86,
     started::QEMU_AARCH64_SYSTEM,
     started::QEMU_ARM_SYSTEM,
     started::DEPMOD,
     programs::SSH_KEYGEN,
-    started::LDD,
+    programs::LDD,
 ];
 
 /// `run`, `bisect` and `board check` on the VM lab (`[target] vm`): the
@@ -539,7 +525,7 @@ pub const RUN_VM: Needs = Needs {
     starts: &[
         &[programs::SSH, programs::SH],
         LAB_GUEST_PROGRAMS,
-        &[started::DPKG_DEB, started::APT_CACHE],
+        &[programs::DPKG_DEB, programs::APT_CACHE],
     ],
 };
 
@@ -547,7 +533,7 @@ pub const RUN_VM: Needs = Needs {
 pub const LAB_KERNEL: Needs = Needs {
     command: "lab kernel",
     groups: &[&LAB],
-    starts: &[&[started::DPKG_DEB, started::APT_CACHE, started::DEPMOD]],
+    starts: &[&[programs::DPKG_DEB, programs::APT_CACHE, started::DEPMOD]],
 };
 
 /// `cargo xtask lab source`: the lab's apt state, and a kernel build.
@@ -555,8 +541,8 @@ pub const LAB_SOURCE: Needs = Needs {
     command: "lab source",
     groups: &[&LAB, &KERNEL_BUILD, &GIT, &BASE],
     starts: &[&[
-        started::DPKG_DEB,
-        started::APT_CACHE,
+        programs::DPKG_DEB,
+        programs::APT_CACHE,
         started::GIT,
         started::TAR,
         started::MAKE,
@@ -598,10 +584,10 @@ pub const BOARD_BUILD: Needs = Needs {
     starts: &[&[
         started::DPKG,
         started::APT_CONFIG,
-        started::APT_CACHE,
+        programs::APT_CACHE,
         started::AARCH64_GCC,
         started::ARMV7_GCC,
-        started::PYTHON3,
+        programs::PYTHON3,
     ]],
 };
 
@@ -867,6 +853,7 @@ mod tests {
         &QEMU_USER,
         &ZIGBUILD,
         &LAVA_DISPATCHER,
+        &LAVA_LAB,
         &JUNIT_VALIDATOR,
     ];
 

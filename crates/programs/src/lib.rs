@@ -100,6 +100,44 @@ pub mod programs {
         name: "chrt",
         package: "util-linux",
     };
+    /// Tells a real package from a virtual one (the lab's and the board
+    /// sysroot's private apt states; the LAVA lab's dependency closure).
+    pub const APT_CACHE: Program = Program {
+        name: "apt-cache",
+        package: "apt",
+    };
+    /// Unpacks Debian packages into a private prefix (kernels, sysroots,
+    /// LAVA and what it imports).
+    pub const DPKG_DEB: Program = Program {
+        name: "dpkg-deb",
+        package: "dpkg",
+    };
+    /// The libraries a binary loads.
+    pub const LDD: Program = Program {
+        name: "ldd",
+        package: "libc-bin",
+    };
+    /// Debian's python3 (zig's environment for `board build --glibc`; the
+    /// LAVA lab's services).
+    pub const PYTHON3: Program = Program {
+        name: "python3",
+        package: "python3-minimal",
+    };
+    /// The VM lab's x86_64 machine (and the LAVA lab's QEMU devices).
+    pub const QEMU_X86: Program = Program {
+        name: "qemu-system-x86_64",
+        package: "qemu-system-x86",
+    };
+    /// Gives the LAVA lab's PostgreSQL directory to `postgres`.
+    pub const CHOWN: Program = Program {
+        name: "chown",
+        package: "coreutils",
+    };
+    /// Runs the LAVA lab's PostgreSQL as `postgres` (initdb refuses root).
+    pub const RUNUSER: Program = Program {
+        name: "runuser",
+        package: "util-linux",
+    };
     /// The test board's SSH server (started as /usr/sbin/sshd).
     pub const SSHD: Program = Program {
         name: "sshd",

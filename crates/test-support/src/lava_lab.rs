@@ -28,7 +28,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use xrunbench_programs::Program;
+use xrunbench_programs::{programs, Program};
 
 use crate::servers::{unique_name, Error};
 use crate::testboard::{free_port, release_port};
@@ -157,24 +157,17 @@ pub struct LavaLab {
 }
 
 impl LavaLab {
-    /// The programs a lab starts beside the unpacked ones.
+    /// The programs a lab starts beside the unpacked ones (PostgreSQL's
+    /// are started by their path under /usr/lib/postgresql; their package,
+    /// postgresql-15, is in the suite's install list).
     pub const PROGRAMS: &'static [Program] = &[
-        Program {
-            name: "apt-get",
-            package: "apt",
-        },
-        Program {
-            name: "dpkg-deb",
-            package: "dpkg",
-        },
-        Program {
-            name: "runuser",
-            package: "util-linux",
-        },
-        Program {
-            name: "qemu-system-x86_64",
-            package: "qemu-system-x86",
-        },
+        programs::APT_CACHE,
+        programs::DPKG_DEB,
+        programs::LDD,
+        programs::CHOWN,
+        programs::RUNUSER,
+        programs::PYTHON3,
+        programs::QEMU_X86,
     ];
 
     /// Unpacks the lab's software (once per cache), starts the database and
