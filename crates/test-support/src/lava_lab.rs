@@ -83,7 +83,6 @@ const PYTHON_PACKAGES: &[&str] = &[
     "python3-djangorestframework-filters",
     "python3-docutils",
     "python3-eventlet",
-    "python3-guestfs",
     "python3-jinja2",
     "python3-junit.xml",
     "python3-magic",
@@ -101,6 +100,10 @@ const PYTHON_PACKAGES: &[&str] = &[
     "python3-yaml",
     "python3-zmq",
 ];
+
+/// lava-dispatcher imports `guestfs` when it loads (the jobs the lab runs
+/// never use it): its Python binding, unpacked without its dependencies.
+const GUESTFS: &str = "python3-guestfs";
 
 /// Packages in those dependency closures that only configure a system
 /// (debconf front ends, the info index): never imported, never run.
@@ -174,10 +177,31 @@ impl LavaLab {
     /// the services, adds `devices` (each Good, on the one worker) and
     /// waits until the worker is online.
     pub fn start(devices: &[LabDevice]) -> Result<LavaLab, Error> {
-        let lock = take_lab_lock()?;
-        let prefix = prefix()?;
+        // A port found free may be taken before a service binds it: then
+        // the whole lab again, on other ports (the failed one torn down).
+        let mut last = None;
+        for _ in 0..3 {
+            match LavaLab::start_once(devices) {
+                Ok(lab) => return Ok(lab),
+                Err((e, true)) => last = Some(e),
+                Err((e, false)) => return Err(e),
+            }
+        }
+        Err(last.unwrap_or_else(|| Error::NotReady {
+            program: "lava lab",
+            name: "ports".into(),
+            waited: Duration::ZERO,
+            log: String::new(),
+        }))
+    }
+
+    /// One attempt at [`LavaLab::start`]; with the error, whether a port
+    /// was taken under it (worth another attempt).
+    fn start_once(devices: &[LabDevice]) -> Result<LavaLab, (Error, bool)> {
+        let lock = take_lab_lock().map_err(|e| (e, false))?;
+        let prefix = prefix().map_err(|e| (e, false))?;
         let dir = std::env::temp_dir().join(unique_name("xrunbench-lava-lab"));
-        std::fs::create_dir_all(dir.join("log")).map_err(io("lava lab"))?;
+        std::fs::create_dir_all(dir.join("log")).map_err(|e| (io("lava lab")(e), false))?;
         let mut lab = LavaLab {
             dir,
             prefix,
@@ -190,18 +214,41 @@ impl LavaLab {
             made_lava_run_dir: !Path::new(LAVA_RUN_DIR).exists(),
             _lock: lock,
         };
+        let started = lab.bring_up(devices);
+        match started {
+            Ok(()) => Ok(lab),
+            Err(e) => {
+                let taken = lab.a_port_was_taken();
+                Err((e, taken))
+            }
+        }
+    }
+
+    /// Ports, database, configuration, services.
+    fn bring_up(&mut self, devices: &[LabDevice]) -> Result<(), Error> {
         for port in [
-            &mut lab.http,
-            &mut lab.ws,
-            &mut lab.events,
-            &mut lab.pg_port,
+            &mut self.http,
+            &mut self.ws,
+            &mut self.events,
+            &mut self.pg_port,
         ] {
             *port = free_port().map_err(io("lava lab"))?;
         }
-        lab.start_postgres()?;
-        lab.configure(devices)?;
-        lab.start_services()?;
-        Ok(lab)
+        self.start_postgres()?;
+        self.configure(devices)?;
+        self.start_services()
+    }
+
+    /// Whether a service's log says its address was in use.
+    fn a_port_was_taken(&self) -> bool {
+        let logs = [self.dir.join("pg/log"), self.dir.join("log")];
+        let mut text = std::fs::read_to_string(&logs[0]).unwrap_or_default();
+        if let Ok(entries) = std::fs::read_dir(&logs[1]) {
+            for e in entries.flatten() {
+                text.push_str(&std::fs::read_to_string(e.path()).unwrap_or_default());
+            }
+        }
+        text.contains("Address already in use") || text.contains("Connection in use")
     }
 
     /// The server's base URL, `http://127.0.0.1:PORT/`.
@@ -579,6 +626,10 @@ fn prefix() -> Result<PathBuf, Error> {
         .collect();
     let mut wanted: Vec<String> = missing_closure(PYTHON_PACKAGES)?;
     wanted.extend(LAVA_PACKAGES.iter().map(|s| s.to_string()));
+    // guestfs's binding alone, not its closure (an appliance builder and
+    // ~120 packages the import never loads): the libraries its module
+    // links are added below, one by one.
+    wanted.push(GUESTFS.to_string());
     wanted.retain(|p| !unpacked.contains(p));
     let debs = dir.join("debs");
     // guestfs's libraries link more than Python modules do: then the
