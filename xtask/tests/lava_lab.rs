@@ -5,8 +5,13 @@
 //! jobs' health and results; and the client's failures against the real
 //! server, each one line.
 
+mod support;
+
 use std::path::{Path, PathBuf};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
+
+use support::{find_named, xtask, ScenarioText};
 
 use xrunbench_host::board::arch::Arch;
 use xrunbench_host::lab::initramfs::{self, Channel, Image, Sound, CONSOLE_PROMPT};
@@ -60,6 +65,27 @@ fn console_job(name: &str, kernel: &Path, initrd: &Path) -> String {
          - test:\n    timeout: {{minutes: 5}}\n    interactive:\n    - name: guest\n      prompts: ['{prompt}']\n      script:\n\
          \x20     - command: ls /dev/snd/pcmC0D0p && echo xrunbench-sound-$((40+2))\n        name: sound\n        successes:\n        - message: xrunbench-sound-42\n\
          \x20     - command: xrun-trial --help > /dev/null && echo xrunbench-bins-$((40+2))\n        name: binaries\n        successes:\n        - message: xrunbench-bins-42\n",
+        k = kernel.display(),
+        i = initrd.display(),
+    )
+}
+
+/// The lab's part of a job for its `qemu` devices: booting `kernel` and
+/// `initrd`, waiting for the console's prompt (what a user's `--lava-job`
+/// file holds).
+fn lab_job(kernel: &Path, initrd: &Path) -> String {
+    let prompt = CONSOLE_PROMPT.trim_end();
+    format!(
+        "device_type: qemu\n\
+         timeouts:\n  job: {{minutes: 10}}\n  action: {{minutes: 10}}\n  connection: {{minutes: 5}}\n\
+         priority: medium\n\
+         visibility: public\n\
+         context:\n  arch: amd64\n\
+         actions:\n\
+         - deploy:\n    to: tmpfs\n    images:\n\
+         \x20     kernel:\n        image_arg: -kernel {{kernel}} -append \"console=ttyS0,115200\"\n        url: file://{k}\n\
+         \x20     ramdisk:\n        image_arg: -initrd {{ramdisk}}\n        url: file://{i}\n\
+         - boot:\n    method: qemu\n    media: tmpfs\n    prompts: ['{prompt}']\n    timeout: {{minutes: 10}}\n",
         k = kernel.display(),
         i = initrd.display(),
     )
@@ -138,4 +164,127 @@ fn the_real_server_refuses_a_wrong_token_and_a_bad_job_in_one_line_each() {
     let e = server(&lab).submit("x: 1\n").unwrap_err();
     assert!(matches!(e, ServerError::Rejected { .. }), "{e:?}");
     assert!(e.to_string().contains("extra keys not allowed"), "{e}");
+}
+
+/// Every file under `dir`, read (lossily) as text.
+fn all_text_under(dir: &Path) -> String {
+    let mut out = String::new();
+    for e in walk(dir) {
+        out.push_str(&String::from_utf8_lossy(&std::fs::read(&e).unwrap()));
+    }
+    out
+}
+
+fn walk(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).unwrap().flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            out.extend(walk(&p));
+        } else {
+            out.push(p);
+        }
+    }
+    out
+}
+
+#[test]
+fn a_scenario_submitted_to_the_lab_runs_on_both_devices_at_once_and_comes_back_as_a_table() {
+    let dir = tempfile::tempdir().unwrap();
+    let (kernel, initrd) = guest(dir.path());
+    let lab = LavaLab::start(&[LabDevice::qemu("qemu01"), LabDevice::qemu("qemu02")])
+        .unwrap_or_else(|e| panic!("{e}"));
+    let job = dir.path().join("lab-job.yaml");
+    std::fs::write(&job, lab_job(&kernel, &initrd)).unwrap();
+    let token = dir.path().join("token");
+    std::fs::write(&token, format!("{TOKEN}\n")).unwrap();
+    // Two configurations × two trials of 2 s through the guest's snd-dummy
+    // card: each device runs trial 1 (or 2) of both, interleaved.
+    let s = ScenarioText::new("lab")
+        .trials(2)
+        .duration("2s")
+        .warmup("0s")
+        .generate("{ seconds = 2, rate = 48000, channels = 2 }")
+        .audio("backend", "alsa")
+        .audio("device", "hw:0")
+        .config("plain")
+        .config_with("fifo", "[config.audio]\npriority = \"fifo:80\"")
+        .write(dir.path());
+    let results = dir.path().join("results");
+    let out = xtask()
+        .arg("run")
+        .arg(&s)
+        .arg("--lava")
+        .arg(lab.url())
+        .arg("--lava-job")
+        .arg(&job)
+        .arg("--lava-devices")
+        .arg("2")
+        .arg("--lava-token-file")
+        .arg(&token)
+        .arg("--results-dir")
+        .arg(&results)
+        .env_remove("XRUNBENCH_LAVA_TOKEN")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{stderr}\ngunicorn log: {}\nworker log: {}",
+        lab.log("gunicorn"),
+        lab.log("worker")
+    );
+    // Both jobs ran, one on each device, and the manifest says which
+    // trials ran where.
+    let runs = find_named(&results, "run.json");
+    assert_eq!(runs.len(), 1, "{stdout}");
+    let run: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&runs[0]).unwrap()).unwrap();
+    let target = run["target"].as_str().unwrap();
+    for device in ["qemu01", "qemu02"] {
+        assert!(target.contains(&format!(" on {device} (")), "{target}");
+    }
+    assert!(
+        target.contains("(plain-1 fifo-1)") && target.contains("(plain-2 fifo-2)"),
+        "{target}"
+    );
+    assert!(
+        stdout.contains(" on qemu01") && stdout.contains(" on qemu02"),
+        "{stdout}"
+    );
+    // Every trial came back measured, and the table has both columns.
+    let trials = runs[0].parent().unwrap().join("trials");
+    for stem in ["plain-1", "plain-2", "fifo-1", "fifo-2"] {
+        let record: serde_json::Value = serde_json::from_str(
+            &std::fs::read_to_string(trials.join(format!("{stem}.json"))).unwrap(),
+        )
+        .unwrap();
+        assert_eq!(record["trial"]["config"], stem.split('-').next().unwrap());
+        assert!(record["player"].is_object(), "{stem}: {record}");
+    }
+    assert!(
+        run["outcome"].to_string().contains("completed"),
+        "{}",
+        run["outcome"]
+    );
+    let table = stdout
+        .lines()
+        .find(|l| l.contains("plain") && l.contains("fifo"))
+        .unwrap_or_else(|| panic!("no table header in {stdout}"));
+    assert!(!table.is_empty());
+    assert!(
+        stdout.contains("devices: qemu01, qemu02: too few trials"),
+        "{stdout}"
+    );
+    // The token is nowhere: not in the output, not in the run directory.
+    for (what, text) in [
+        ("stdout", stdout.to_string()),
+        ("stderr", stderr.to_string()),
+        ("results", all_text_under(&results)),
+    ] {
+        assert!(!text.contains(TOKEN), "the token is in {what}");
+    }
 }

@@ -2,11 +2,13 @@
 //! (and a job for a board reached over SSH) that runs the scenario's
 //! trials on a board with no host in the loop ([`definition`]);
 //! `cargo xtask lava-results LOG|DIR` turns what such a job logged back
-//! into a run directory ([`results`]).
+//! into a run directory ([`results`]); `cargo xtask run --lava URL` runs
+//! a scenario as jobs of a LAVA server ([`submit`], through [`server`]).
 
 pub mod definition;
 pub mod results;
 pub mod server;
+pub mod submit;
 mod yaml;
 
 use std::path::PathBuf;

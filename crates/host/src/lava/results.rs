@@ -30,7 +30,7 @@ use xrunbench_schema::trial::{TrialId, TrialRecord};
 use super::definition::{DOC_END_LINE, DOC_LINE};
 use crate::results::{default_results_root, Outcome, RunDir, RunManifest, RunWriter, RUN_SCHEMA};
 use crate::run::plan::{make_plan, PlannedTrial};
-use crate::run::scenario::{self, ScenarioFile};
+use crate::run::scenario::{self, Scenario, ScenarioFile};
 
 /// Exit code for bad input.
 const EXIT_BAD_INPUT: u8 = 2;
@@ -154,51 +154,34 @@ fn convert(args: &LavaResultsArgs) -> Result<ExitCode> {
             args.input.display()
         );
     }
-    let names: Vec<String> = s.configs.iter().map(|c| c.name.clone()).collect();
-    let plan = make_plan(&names, s.trials, s.order);
-    let records = planned_records(records, &plan, &s.name);
-    if records.is_empty() {
-        bail!(
-            "{}: no trial record of scenario {}'s plan",
-            args.input.display(),
-            one_line(&s.name)
-        );
-    }
-    let outcome = outcome_of(&records, plan.len());
-    let first = records
-        .iter()
-        .map(|(_, r)| r)
-        .min_by(|a, b| a.started_at.cmp(&b.started_at))
-        .expect("records is not empty");
-    let manifest = RunManifest {
-        schema: RUN_SCHEMA.into(),
-        started_at: first.started_at.clone(),
-        label: Some(args.label.clone()),
-        target: format!("lava ({})", args.input.display()),
-        scenario_file: file.clone(),
-        scenario: s.clone(),
-        skipped: Vec::new(),
-        plan,
-        fingerprint: first.machine.clone(),
-        runner: crate::results::RunnerInfo::here(),
-        outcome: Some(outcome),
-    };
     let root = args
         .results_dir
         .clone()
         .unwrap_or_else(default_results_root);
-    let out = RunWriter::create(&root, &s.name, Some(&args.label))?;
-    // Written once, outcome and all: no room to set aside for later.
-    out.final_manifest(&manifest)?;
-    for (id, r) in &records {
-        out.trial_record(id, r)?;
-    }
-    let dir = RunDir::load(out.dir()).map_err(|e| anyhow::anyhow!(e.0))?;
+    let written = write_run(&Brought {
+        file: &file,
+        scenario: &s,
+        records,
+        label: &args.label,
+        target: format!("lava ({})", args.input.display()),
+        results_root: &root,
+    })
+    .with_context(|| args.input.display().to_string())?;
+    let (out, dir, manifest, records) = (
+        written.writer,
+        written.dir,
+        written.manifest,
+        written.records,
+    );
     let mismatches = check_measurements(&log.cases, &dir);
     for m in &mismatches {
         crate::say!(": {m}");
     }
-    let baseline = names.first().cloned().unwrap_or_default();
+    let baseline = s
+        .configs
+        .first()
+        .map(|c| c.name.clone())
+        .unwrap_or_default();
     let verdicts = crate::gate::judge(&gates, &dir, &baseline);
     for v in &verdicts {
         println!("gate {}: {}", if v.pass { "pass" } else { "FAIL" }, v.line);
@@ -241,6 +224,83 @@ fn read_input(args: &LavaResultsArgs) -> Result<(JobLog, Option<PathBuf>)> {
         crate::say!(": {}: {b}", args.input.display());
     }
     Ok((log, records_dir))
+}
+
+/// Trial records brought back from LAVA, to become a run directory.
+pub(crate) struct Brought<'a> {
+    /// The scenario file as written.
+    pub file: &'a ScenarioFile,
+    /// The scenario resolved.
+    pub scenario: &'a Scenario,
+    /// The records (the board's word: checked against the plan here).
+    pub records: Vec<TrialRecord>,
+    /// Appended to the run directory's name.
+    pub label: &'a str,
+    /// Where they ran, for the manifest.
+    pub target: String,
+    /// Where run directories go.
+    pub results_root: &'a Path,
+}
+
+/// What [`write_run`] wrote.
+pub(crate) struct Written {
+    /// The run directory's writer (for the table and plots).
+    pub writer: RunWriter,
+    /// The run directory as the results layer reads it.
+    pub dir: RunDir,
+    /// Its manifest.
+    pub manifest: RunManifest,
+    /// The records kept (those of the plan, once each).
+    pub records: Vec<(TrialId, TrialRecord)>,
+}
+
+/// Writes the records of the scenario's plan as a run directory: its
+/// manifest (outcome and all: completed when every planned trial has a
+/// measured record) and a trial file each. Records of no planned trial
+/// are refused, each with a line on stderr; none kept is an error.
+pub(crate) fn write_run(b: &Brought<'_>) -> Result<Written> {
+    let s = b.scenario;
+    if b.records.is_empty() {
+        bail!("no trial records (no `{DOC_LINE} record` lines, or no *.json)");
+    }
+    let names: Vec<String> = s.configs.iter().map(|c| c.name.clone()).collect();
+    let plan = make_plan(&names, s.trials, s.order);
+    let records = planned_records(b.records.clone(), &plan, &s.name);
+    if records.is_empty() {
+        bail!("no trial record of scenario {}'s plan", one_line(&s.name));
+    }
+    let outcome = outcome_of(&records, plan.len());
+    let first = records
+        .iter()
+        .map(|(_, r)| r)
+        .min_by(|a, b| a.started_at.cmp(&b.started_at))
+        .expect("records is not empty");
+    let manifest = RunManifest {
+        schema: RUN_SCHEMA.into(),
+        started_at: first.started_at.clone(),
+        label: Some(b.label.to_owned()),
+        target: b.target.clone(),
+        scenario_file: b.file.clone(),
+        scenario: s.clone(),
+        skipped: Vec::new(),
+        plan,
+        fingerprint: first.machine.clone(),
+        runner: crate::results::RunnerInfo::here(),
+        outcome: Some(outcome),
+    };
+    let out = RunWriter::create(b.results_root, &s.name, Some(b.label))?;
+    // Written once, outcome and all: no room to set aside for later.
+    out.final_manifest(&manifest)?;
+    for (id, r) in &records {
+        out.trial_record(id, r)?;
+    }
+    let dir = RunDir::load(out.dir()).map_err(|e| anyhow::anyhow!(e.0))?;
+    Ok(Written {
+        writer: out,
+        dir,
+        manifest,
+        records,
+    })
 }
 
 /// How the run ended, as far as the records tell: completed when every
@@ -518,6 +578,26 @@ fn untag(v: Value) -> Value {
     }
 }
 
+/// Standard base64 on one line (with padding): what a board's `base64`
+/// prints into the log, and what its `base64 -d` reads.
+pub fn encode_base64(bytes: &[u8]) -> String {
+    const A: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = String::new();
+    for c in bytes.chunks(3) {
+        let n = (u32::from(c[0]) << 16)
+            | (u32::from(*c.get(1).unwrap_or(&0)) << 8)
+            | u32::from(*c.get(2).unwrap_or(&0));
+        for i in 0..4 {
+            if i <= c.len() {
+                out.push(A[(n >> (18 - 6 * i) & 63) as usize] as char);
+            } else {
+                out.push('=');
+            }
+        }
+    }
+    out
+}
+
 /// Standard base64 (with padding, as `base64` prints it).
 pub fn decode_base64(text: &str) -> Option<Vec<u8>> {
     fn value(c: u8) -> Option<u32> {
@@ -554,26 +634,6 @@ pub fn decode_base64(text: &str) -> Option<Vec<u8>> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// Base64 as coreutils writes it (one line): what a board's
-    /// `base64` prints into the log.
-    fn encode_base64(bytes: &[u8]) -> String {
-        const A: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-        let mut out = String::new();
-        for c in bytes.chunks(3) {
-            let n = (u32::from(c[0]) << 16)
-                | (u32::from(*c.get(1).unwrap_or(&0)) << 8)
-                | u32::from(*c.get(2).unwrap_or(&0));
-            for i in 0..4 {
-                if i <= c.len() {
-                    out.push(A[(n >> (18 - 6 * i) & 63) as usize] as char);
-                } else {
-                    out.push('=');
-                }
-            }
-        }
-        out
-    }
 
     #[test]
     fn base64_decodes_what_coreutils_writes() {

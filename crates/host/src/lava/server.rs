@@ -623,6 +623,12 @@ impl Server {
             .http_status_as_error(false)
             .max_redirects(0)
             .max_redirects_will_error(false)
+            // A fresh connection a request: a LAVA server's gunicorn
+            // closes an idle one after 2 s (its keep-alive), and a poll
+            // every 2 s would meet the closed one now and then (reset by
+            // peer) on a request that did nothing wrong.
+            .max_idle_connections(0)
+            .max_idle_connections_per_host(0)
             .user_agent(concat!("xrunbench/", env!("CARGO_PKG_VERSION")))
             .build()
             .new_agent();
@@ -795,6 +801,15 @@ impl Server {
                 expected: format!("JUnit XML, got `{}`", snippet(&reply.body)),
             });
         }
+        Ok(reply.body)
+    }
+
+    /// Job `id`'s log as the server keeps it: YAML, one
+    /// `- {"dt": …, "lvl": …, "msg": …}` line per entry (what
+    /// [`super::results::parse_log`] reads).
+    pub fn log(&self, id: u64) -> Result<String, ServerError> {
+        let url = self.api(&format!("jobs/{id}/logs/"));
+        let reply = success(self.get(&url)?, self.token.is_some())?;
         Ok(reply.body)
     }
 

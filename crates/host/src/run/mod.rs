@@ -74,6 +74,9 @@ pub struct RunArgs {
     /// The board to run on.
     #[command(flatten)]
     pub target: TargetArgs,
+    /// Or a LAVA lab to run on.
+    #[command(flatten)]
+    pub lava: crate::lava::submit::LavaTargetArgs,
 }
 
 /// Where the trials run, from the command line: a board over SSH.
@@ -226,6 +229,9 @@ pub fn run(args: &RunArgs) -> Result<ExitCode> {
         .results_dir
         .clone()
         .unwrap_or_else(default_results_root);
+    if args.lava.lava.is_some() {
+        return crate::lava::submit::run(args, &file, &scenario, &gates);
+    }
     // Building the binaries (which validation needs: it asks xrun-trial)
     // needs the build prerequisites; the scenario itself was checked above.
     if let Err(e) = crate::deps::ensure(crate::deps::for_run(
@@ -405,7 +411,7 @@ fn write_summary(out: &RunWriter, dir: &RunDir, outcome: &Outcome) -> Result<()>
 /// format (`comparison.txt`, `.md`, `.csv`, `.json`) and the plots into
 /// the run directory. The trials are already safe; an error here is
 /// reported after the run's outcome.
-fn write_comparison_and_plots(out: &RunWriter, dir: &RunDir) -> Result<()> {
+pub(crate) fn write_comparison_and_plots(out: &RunWriter, dir: &RunDir) -> Result<()> {
     use crate::compare::export::{exporter, Format};
     use crate::compare::{build, table::Significance, ALPHA};
     let table = build(std::slice::from_ref(dir), Significance::Mwu, ALPHA);

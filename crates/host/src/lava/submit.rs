@@ -1,0 +1,651 @@
+//! `cargo xtask run SCENARIO --lava URL --lava-job FILE`: a scenario's
+//! trials run as jobs of a LAVA lab, on as many devices at once as asked.
+//!
+//! The lab's own part of a job — its device type, tags, deploy and boot,
+//! which differ from lab to lab — is the user's job file; this adds an
+//! `interactive` test that types the definition's script into the
+//! device's shell (base64, in lines a console takes), runs it, and reads
+//! the trial records back out of the job's log. An `interactive` test
+//! needs no overlay disk (which a QEMU device builds with libguestfs) and
+//! no `lava-test-shell` on the device: any console with a shell prompt
+//! will do.
+//!
+//! The trials are shared out by trial number (device 1 runs trials 1, 3,
+//! 5 … of every configuration, interleaved as `run` does, device 2 runs
+//! 2, 4, 6 …), so every configuration sees every device alike, and a
+//! device effect can be told apart from a configuration effect: when one
+//! configuration's trials differ from one device to another, it is said.
+//!
+//! The outcome is read from each job's health and our own records, never
+//! from an exit status. A job that ends Incomplete or Canceled is the
+//! lab's failure, not the scenario's: it is submitted again, up to
+//! [`RETRIES`] times, then reported.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+use serde_norway::{Mapping, Value};
+use xrunbench_schema::metrics::Metric;
+use xrunbench_schema::trial::TrialRecord;
+
+use super::definition::{script, test_minutes};
+use super::results::{parse_log, write_run, Brought};
+use super::server::{Job, JobHealth, JobState, Server, Token};
+use crate::gate::Gate;
+use crate::run::plan::{make_plan, PlannedTrial};
+use crate::run::scenario::{Scenario, ScenarioFile};
+
+/// The environment variable holding the lab's API token when no
+/// `--lava-token-file` is given.
+pub const TOKEN_ENV: &str = "XRUNBENCH_LAVA_TOKEN";
+/// Times a job that ended Incomplete or Canceled is submitted again.
+pub const RETRIES: usize = 1;
+/// Base64 characters per line typed into the device's shell: a console's
+/// line editor takes 1024 (busybox's default), a tty 4095.
+const CHUNK: usize = 512;
+/// Where the script goes on the device.
+const SCRIPT_B64: &str = "/tmp/xrunbench-run.b64";
+/// See [`SCRIPT_B64`].
+const SCRIPT: &str = "/tmp/xrunbench-run.sh";
+/// How often the jobs are read while they wait and run.
+const POLL: Duration = Duration::from_secs(2);
+/// Minutes a job may wait in the lab's queue before this gives up on it,
+/// beyond its own timeout.
+const QUEUE_MINUTES: u64 = 120;
+/// Minutes of the lab's deploy and boot when the job file gives no job
+/// timeout.
+const BOOT_MINUTES: u64 = 10;
+
+/// `--lava` and its options, on `run`.
+#[derive(clap::Args, Debug, Clone, Default)]
+pub struct LavaTargetArgs {
+    /// Run the trials as jobs of this LAVA server (`https://lava.example/`).
+    #[arg(
+        long,
+        value_name = "URL",
+        requires = "lava_job",
+        conflicts_with_all = ["target", "dry_run", "only"]
+    )]
+    pub lava: Option<String>,
+    /// The lab's part of every job (YAML): `device_type`, `tags`,
+    /// `context`, the `deploy` and `boot` actions; its boot's `prompts`
+    /// are the shell prompt the trials are typed at.
+    #[arg(long, value_name = "FILE", requires = "lava")]
+    pub lava_job: Option<PathBuf>,
+    /// How many jobs (devices) the trials are shared among, at once.
+    #[arg(long, value_name = "N", default_value_t = 1, requires = "lava")]
+    pub lava_devices: usize,
+    /// A file holding the API token (else $XRUNBENCH_LAVA_TOKEN).
+    #[arg(long, value_name = "FILE", requires = "lava")]
+    pub lava_token_file: Option<PathBuf>,
+}
+
+/// One share of the trials: the job that runs it, and its tries.
+struct Share {
+    /// The trials, in plan order.
+    trials: Vec<PlannedTrial>,
+    /// The job definition (YAML).
+    job: String,
+    /// The job now running it, if submitted.
+    id: Option<u64>,
+    /// Submissions so far.
+    tries: usize,
+    /// The job that ran it to its end (Complete), once there is one.
+    done: Option<Job>,
+    /// Why it has no Complete job, once it is given up.
+    failed: Option<String>,
+}
+
+/// Runs `scenario` on the lab `run`'s `args` name (`--lava` …). Bad
+/// input is one line and exit 2; the run directory holds whatever
+/// records came back, whatever happened to the jobs.
+pub fn run(
+    args: &crate::run::RunArgs,
+    file: &ScenarioFile,
+    scenario: &Scenario,
+    gates: &[Gate],
+) -> Result<ExitCode> {
+    let lab = &args.lava;
+    let label = args.label.as_deref();
+    let results_root = &args
+        .results_dir
+        .clone()
+        .unwrap_or_else(crate::results::default_results_root);
+    let url = lab.lava.as_deref().unwrap_or_default();
+    let setup = || -> Result<(Server, Vec<Share>)> {
+        let token = token(lab)?;
+        let server = Server::new(url, Some(token)).map_err(|e| anyhow::anyhow!("--lava: {e}"))?;
+        let template_path = lab.lava_job.as_deref().unwrap_or(Path::new(""));
+        let template = read_template(template_path)?;
+        let shares = shares(file, scenario, gates, &template, lab.lava_devices)
+            .with_context(|| template_path.display().to_string())?;
+        Ok((server, shares))
+    };
+    let (server, mut shares) = match setup() {
+        Ok(v) => v,
+        Err(e) => {
+            crate::say!(": {e:#}");
+            return Ok(ExitCode::from(2));
+        }
+    };
+    for s in &shares {
+        if let Err(e) = server.validate(&s.job) {
+            crate::say!(": {e}");
+            return Ok(ExitCode::from(2));
+        }
+    }
+    let outcome = run_shares(&server, &mut shares);
+    finish(
+        &server,
+        &shares,
+        file,
+        scenario,
+        gates,
+        label,
+        results_root,
+        outcome,
+    )
+}
+
+/// The lab's API token: `--lava-token-file`, else the environment.
+fn token(lab: &LavaTargetArgs) -> Result<Token> {
+    let t = match &lab.lava_token_file {
+        Some(p) => Token::from_file(p),
+        None => Token::from_env(TOKEN_ENV),
+    };
+    t.map_err(|e| anyhow::anyhow!("--lava: {e}"))
+}
+
+/// The user's job file, a YAML mapping with `device_type` and `actions`,
+/// no `test` action among them (the trials are ours).
+fn read_template(path: &Path) -> Result<Mapping> {
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("--lava-job {}: cannot read", path.display()))?;
+    let v: Value = serde_norway::from_str(&text)
+        .with_context(|| format!("--lava-job {}: not YAML", path.display()))?;
+    let Value::Mapping(m) = v else {
+        bail!(
+            "--lava-job {}: expected a LAVA job (a mapping)",
+            path.display()
+        );
+    };
+    if !m.get("device_type").is_some_and(Value::is_string) {
+        bail!(
+            "--lava-job {}: `device_type`: expected the lab's device type",
+            path.display()
+        );
+    }
+    let Some(Value::Sequence(actions)) = m.get("actions") else {
+        bail!(
+            "--lava-job {}: `actions`: expected its deploy and boot actions",
+            path.display()
+        );
+    };
+    if actions.iter().any(|a| a.get("test").is_some()) {
+        bail!(
+            "--lava-job {}: `actions`: has a `test` action; leave it out, the trials are the test",
+            path.display()
+        );
+    }
+    if prompt(&m).is_none() {
+        bail!(
+            "--lava-job {}: the `boot` action has no `prompts`: the trials are typed at that prompt",
+            path.display()
+        );
+    }
+    Ok(m)
+}
+
+/// The first of the boot action's `prompts`.
+fn prompt(template: &Mapping) -> Option<String> {
+    let actions = template.get("actions")?.as_sequence()?;
+    actions.iter().find_map(|a| {
+        a.get("boot")?
+            .get("prompts")?
+            .as_sequence()?
+            .first()?
+            .as_str()
+            .map(str::to_owned)
+    })
+}
+
+/// The plan shared among `devices` jobs by trial number; one job per
+/// share that has trials.
+fn shares(
+    file: &ScenarioFile,
+    s: &Scenario,
+    gates: &[Gate],
+    template: &Mapping,
+    devices: usize,
+) -> Result<Vec<Share>> {
+    if devices == 0 {
+        bail!("--lava-devices 0: expected at least 1");
+    }
+    let names: Vec<String> = s.configs.iter().map(|c| c.name.clone()).collect();
+    let plan = make_plan(&names, s.trials, s.order);
+    let mut split: Vec<Vec<PlannedTrial>> = vec![Vec::new(); devices];
+    for p in plan {
+        split[(p.k as usize - 1) % devices].push(p);
+    }
+    let n = split.iter().filter(|t| !t.is_empty()).count();
+    let mut out = Vec::new();
+    for (i, trials) in split.into_iter().filter(|t| !t.is_empty()).enumerate() {
+        let body = script(file, s, gates, &trials).map_err(|e| anyhow::anyhow!(e))?;
+        let name = format!("xrunbench-{} {}/{n}", s.name, i + 1);
+        let job = job(template, &name, &body, test_minutes(s, trials.len()));
+        out.push(Share {
+            trials,
+            job,
+            id: None,
+            tries: 0,
+            done: None,
+            failed: None,
+        });
+    }
+    Ok(out)
+}
+
+/// The job: the user's, named, its timeouts widened by the test's, with
+/// the interactive test that writes the script and runs it.
+fn job(template: &Mapping, name: &str, script: &str, minutes: u64) -> String {
+    let mut m = template.clone();
+    let prompt = prompt(template).unwrap_or_default();
+    m.insert("job_name".into(), name.into());
+    let job_minutes =
+        minutes_of(m.get("timeouts").and_then(|t| t.get("job"))).unwrap_or(BOOT_MINUTES) + minutes;
+    let mut timeouts = m
+        .get("timeouts")
+        .and_then(Value::as_mapping)
+        .cloned()
+        .unwrap_or_default();
+    timeouts.insert("job".into(), minutes_value(job_minutes));
+    m.insert("timeouts".into(), Value::Mapping(timeouts));
+    let mut commands = vec![command(&format!("rm -f {SCRIPT_B64}"), None)];
+    let b64 = super::results::encode_base64(script.as_bytes());
+    for chunk in b64.as_bytes().chunks(CHUNK) {
+        let chunk = std::str::from_utf8(chunk).expect("base64 is ASCII");
+        commands.push(command(&format!("echo {chunk} >> {SCRIPT_B64}"), None));
+    }
+    // `$((40+2))`: the shell's echo of the command line is not the
+    // message.
+    commands.push(command(
+        &format!("base64 -d {SCRIPT_B64} > {SCRIPT} && echo xrunbench-script-$((40+2))"),
+        Some(("script", "xrunbench-script-42")),
+    ));
+    commands.push(command(
+        &format!("cd /tmp && sh {SCRIPT}; echo xrunbench-trials-exit-$?"),
+        Some(("trials", "xrunbench-trials-exit-0")),
+    ));
+    let test: Value = serde_norway::from_str(&format!(
+        "test:\n  timeout: {{minutes: {minutes}}}\n  interactive:\n  - name: xrunbench\n    prompts: []\n    script: []\n"
+    ))
+    .expect("a fixed YAML");
+    let mut test = test;
+    let inter = &mut test["test"]["interactive"][0];
+    inter["prompts"] = Value::Sequence(vec![prompt.into()]);
+    inter["script"] = Value::Sequence(commands);
+    if let Some(Value::Sequence(actions)) = m.get_mut("actions") {
+        actions.push(test);
+    }
+    serde_norway::to_string(&Value::Mapping(m)).expect("a YAML value serializes")
+}
+
+/// One command of an interactive test, a case named `name` passing on
+/// `message` if given.
+fn command(line: &str, case: Option<(&str, &str)>) -> Value {
+    let mut m = Mapping::new();
+    m.insert("command".into(), line.into());
+    if let Some((name, message)) = case {
+        m.insert("name".into(), name.into());
+        let mut success = Mapping::new();
+        success.insert("message".into(), message.into());
+        m.insert(
+            "successes".into(),
+            Value::Sequence(vec![Value::Mapping(success)]),
+        );
+    }
+    Value::Mapping(m)
+}
+
+/// `{minutes: N}` (or seconds, hours) of a LAVA timeout, in minutes.
+fn minutes_of(v: Option<&Value>) -> Option<u64> {
+    let v = v?;
+    let n = |k: &str| v.get(k).and_then(Value::as_u64);
+    n("minutes")
+        .or_else(|| n("hours").map(|h| h * 60))
+        .or_else(|| n("seconds").map(|s| s.div_ceil(60)))
+}
+
+fn minutes_value(minutes: u64) -> Value {
+    let mut m = Mapping::new();
+    m.insert("minutes".into(), minutes.into());
+    Value::Mapping(m)
+}
+
+/// How the jobs ended as a whole.
+enum Ended {
+    /// Every share ran to its end or was given up.
+    AllDone,
+    /// Stopped by a signal: the jobs were cancelled.
+    Interrupted(i32),
+}
+
+/// Submits every share, waits for them all (printing each job's moves),
+/// submits again the ones the lab failed.
+fn run_shares(server: &Server, shares: &mut [Share]) -> Ended {
+    let n = shares.len();
+    for (i, sh) in shares.iter_mut().enumerate() {
+        submit(server, sh, i, n);
+    }
+    let minutes = shares
+        .iter()
+        .map(|sh| minutes_of(job_timeout(&sh.job).as_ref()).unwrap_or(BOOT_MINUTES))
+        .max()
+        .unwrap_or(BOOT_MINUTES);
+    let deadline = Instant::now() + Duration::from_secs((minutes + QUEUE_MINUTES) * 60);
+    let mut seen: BTreeMap<u64, (JobState, Option<String>)> = BTreeMap::new();
+    loop {
+        if let Some(sig) = crate::run::signals::stop_requested() {
+            for sh in shares.iter() {
+                if let (Some(id), None) = (sh.id, &sh.done) {
+                    match server.cancel(id) {
+                        Ok(()) => crate::say!(": lava: job {id} canceled"),
+                        Err(e) => crate::say!(": lava: job {id}: {e}"),
+                    }
+                }
+            }
+            return Ended::Interrupted(sig);
+        }
+        let mut open = 0;
+        for (i, sh) in shares.iter_mut().enumerate() {
+            let Some(id) = sh.id else { continue };
+            if sh.done.is_some() || sh.failed.is_some() {
+                continue;
+            }
+            open += 1;
+            let job = match server.job(id) {
+                Ok(j) => j,
+                // A lab that does not answer for a moment loses no job.
+                Err(e) => {
+                    crate::say!(": lava: job {id}: {e}");
+                    continue;
+                }
+            };
+            let now = (job.state.clone(), job.actual_device.clone());
+            if seen.get(&id) != Some(&now) {
+                say_job(&job, i, n);
+                seen.insert(id, now);
+            }
+            if job.state != JobState::Finished {
+                continue;
+            }
+            if job.health == JobHealth::Complete {
+                sh.done = Some(job);
+            } else if sh.tries <= RETRIES {
+                crate::say!(
+                    ": lava: job {id} ended {}: the lab's failure, not a verdict; submitting share {}/{n} again",
+                    job.health,
+                    i + 1
+                );
+                submit(server, sh, i, n);
+            } else {
+                sh.failed = Some(format!(
+                    "job {id} ended {} ({} tries)",
+                    job.health, sh.tries
+                ));
+            }
+        }
+        if open == 0 {
+            return Ended::AllDone;
+        }
+        if Instant::now() >= deadline {
+            for sh in shares.iter_mut() {
+                if let (Some(id), None, None) = (sh.id, &sh.done, &sh.failed) {
+                    let _ = server.cancel(id);
+                    sh.failed = Some(format!("job {id} did not finish in time: canceled"));
+                }
+            }
+            return Ended::AllDone;
+        }
+        std::thread::sleep(POLL);
+    }
+}
+
+/// The `timeouts.job` of a job's YAML.
+fn job_timeout(job: &str) -> Option<Value> {
+    let v: Value = serde_norway::from_str(job).ok()?;
+    v.get("timeouts")?.get("job").cloned()
+}
+
+/// Submits share `i` of `n`; a refusal gives it up.
+fn submit(server: &Server, sh: &mut Share, i: usize, n: usize) {
+    sh.tries += 1;
+    match server.submit(&sh.job) {
+        Ok(ids) if ids.len() == 1 => {
+            let stems: Vec<String> = sh.trials.iter().map(PlannedTrial::stem).collect();
+            println!(
+                "lava: job {} submitted: share {}/{n}, trials {}",
+                ids[0],
+                i + 1,
+                stems.join(" ")
+            );
+            sh.id = Some(ids[0]);
+        }
+        Ok(ids) => {
+            sh.failed = Some(format!("the server made {} jobs of one", ids.len()));
+        }
+        Err(e) => sh.failed = Some(e.to_string()),
+    }
+}
+
+fn say_job(job: &Job, i: usize, n: usize) {
+    let device = job
+        .actual_device
+        .as_deref()
+        .map(|d| format!(" on {d}"))
+        .unwrap_or_default();
+    let health = if job.state == JobState::Finished {
+        format!(": {}", job.health)
+    } else {
+        String::new()
+    };
+    println!(
+        "lava: job {} (share {}/{n}): {}{device}{health}",
+        job.id,
+        i + 1,
+        job.state
+    );
+}
+
+/// The records every Complete job logged, with the device it ran on.
+fn fetch_records(server: &Server, shares: &[Share]) -> (Vec<(String, TrialRecord)>, Vec<String>) {
+    let mut out = Vec::new();
+    let mut problems = Vec::new();
+    for sh in shares {
+        let Some(job) = &sh.done else { continue };
+        let device = job.actual_device.clone().unwrap_or_default();
+        let log = match server.log(job.id) {
+            Ok(text) => parse_log(&text),
+            Err(e) => {
+                problems.push(e.to_string());
+                continue;
+            }
+        };
+        for b in &log.broken {
+            problems.push(format!("job {}: {b}", job.id));
+        }
+        for ((kind, name), bytes) in &log.docs {
+            if kind != "record" {
+                continue;
+            }
+            match super::results::log_record(name, bytes) {
+                Ok(r) => out.push((device.clone(), r)),
+                Err(e) => problems.push(format!("job {}: {e:#}", job.id)),
+            }
+        }
+    }
+    (out, problems)
+}
+
+/// Fetches the records, writes the run directory, prints the table and
+/// the device check; the exit code says whether every trial came back.
+#[allow(clippy::too_many_arguments)]
+fn finish(
+    server: &Server,
+    shares: &[Share],
+    file: &ScenarioFile,
+    scenario: &Scenario,
+    gates: &[Gate],
+    label: Option<&str>,
+    results_root: &Path,
+    ended: Ended,
+) -> Result<ExitCode> {
+    for sh in shares {
+        if let Some(f) = &sh.failed {
+            crate::say!(": lava: {f}");
+        }
+    }
+    let (records, problems) = fetch_records(server, shares);
+    for p in &problems {
+        crate::say!(": lava: {p}");
+    }
+    let target = target_line(server.base_url(), shares);
+    if records.is_empty() {
+        crate::say!(": lava: no trial record came back; nothing written");
+        return Ok(ExitCode::from(1));
+    }
+    let written = write_run(&Brought {
+        file,
+        scenario,
+        records: records.iter().map(|(_, r)| r.clone()).collect(),
+        label: label.unwrap_or("lava"),
+        target,
+        results_root,
+    })?;
+    println!("{}", written.manifest.target);
+    crate::run::write_comparison_and_plots(&written.writer, &written.dir)?;
+    for line in device_effects(scenario, &records) {
+        println!("{line}");
+    }
+    let baseline = scenario
+        .configs
+        .first()
+        .map(|c| c.name.clone())
+        .unwrap_or_default();
+    for v in crate::gate::judge(gates, &written.dir, &baseline) {
+        println!("gate {}: {}", if v.pass { "pass" } else { "FAIL" }, v.line);
+    }
+    println!("run directory: {}", written.writer.dir().display());
+    let complete = matches!(
+        written.manifest.outcome,
+        Some(crate::results::Outcome::Completed)
+    );
+    Ok(match ended {
+        Ended::Interrupted(sig) => {
+            crate::say!(": lava: stopped by signal {sig}; the jobs still running were canceled");
+            ExitCode::from(130)
+        }
+        Ended::AllDone if complete && problems.is_empty() => ExitCode::SUCCESS,
+        Ended::AllDone => ExitCode::from(1),
+    })
+}
+
+/// `lava URL: job 12 on qemu01 (A-1 B-1), job 13 on qemu02 (A-2 B-2)`.
+fn target_line(url: &str, shares: &[Share]) -> String {
+    let mut out = format!("lava {url}:");
+    for (i, sh) in shares.iter().enumerate() {
+        let stems: Vec<String> = sh.trials.iter().map(PlannedTrial::stem).collect();
+        let _ = match &sh.done {
+            Some(j) => write!(
+                out,
+                "{} job {} on {} ({})",
+                if i == 0 { "" } else { "," },
+                j.id,
+                j.actual_device.as_deref().unwrap_or("?"),
+                stems.join(" ")
+            ),
+            None => write!(
+                out,
+                "{} ({}) did not run",
+                if i == 0 { "" } else { "," },
+                stems.join(" ")
+            ),
+        };
+    }
+    out
+}
+
+/// One line per configuration and metric whose trials differ from one
+/// device to another (Mann-Whitney, two-sided, at the table's level);
+/// one line saying so when none does, or when there are too few trials
+/// per device to tell.
+fn device_effects(s: &Scenario, records: &[(String, TrialRecord)]) -> Vec<String> {
+    let devices: std::collections::BTreeSet<&str> =
+        records.iter().map(|(d, _)| d.as_str()).collect();
+    if devices.len() < 2 {
+        return Vec::new();
+    }
+    let mut out = Vec::new();
+    let mut tested = false;
+    for c in &s.configs {
+        for metric in Metric::ALL {
+            let by_device: Vec<Vec<f64>> = devices
+                .iter()
+                .map(|d| {
+                    records
+                        .iter()
+                        .filter(|(rd, r)| rd == d && r.trial.config == c.name)
+                        .filter_map(|(_, r)| metric.of(r))
+                        .collect()
+                })
+                .collect();
+            // Three trials a device at least: with fewer no difference
+            // can reach the level.
+            if by_device.iter().any(|v| v.len() < 3) {
+                continue;
+            }
+            tested = true;
+            for (a, b) in pairs(by_device.len()) {
+                let Some(m) = crate::stats::mann_whitney(&by_device[a], &by_device[b]) else {
+                    continue;
+                };
+                if m.p_two_sided < crate::compare::ALPHA {
+                    let names: Vec<&str> = devices.iter().copied().collect();
+                    out.push(format!(
+                        "device effect: config {}: {} differs between {} and {} (p = {:.3}): \
+                         the devices are not alike; compare configurations only on one device",
+                        c.name,
+                        metric.label(),
+                        names[a],
+                        names[b],
+                        m.p_two_sided
+                    ));
+                }
+            }
+        }
+    }
+    if out.is_empty() {
+        out.push(if tested {
+            format!("devices: no difference between {} at the table's level", join(&devices))
+        } else {
+            format!(
+                "devices: {}: too few trials on each (3 a configuration needed) to tell a device effect",
+                join(&devices)
+            )
+        });
+    }
+    out
+}
+
+fn join(devices: &std::collections::BTreeSet<&str>) -> String {
+    devices.iter().copied().collect::<Vec<_>>().join(", ")
+}
+
+/// Every pair (a, b), a < b, of `n` items.
+fn pairs(n: usize) -> impl Iterator<Item = (usize, usize)> {
+    (0..n).flat_map(move |a| (a + 1..n).map(move |b| (a, b)))
+}
