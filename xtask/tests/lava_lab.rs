@@ -1,73 +1,52 @@
-//! The private LAVA lab (test-support's `LavaLab`: real lava-server and
-//! lava-worker 2023.01 on 127.0.0.1) driven by the product's REST client:
-//! jobs validated and submitted, two QEMU devices booting Debian's kernel
-//! with the VM lab's console initramfs at once, the outcome read from the
-//! jobs' health and results; and the client's failures against the real
-//! server, each one line.
+//! The product against a private LAVA lab (test-support's `LavaLab`: real
+//! lava-server and lava-worker 2023.01 on 127.0.0.1, two QEMU devices
+//! booting Debian's kernel with the VM lab's console initramfs):
+//! `run --lava` spreads a scenario's trials over both devices at once and
+//! brings them back as a table; `bisect-run --lava` names the commit whose
+//! ramdisk stalls the player; and the faults — a server that is not there,
+//! a wrong or missing token, a job the server rejects, a job that ends
+//! Incomplete, a device taken offline with its job canceled — are one line
+//! each and lose nothing.
 
 mod support;
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
+use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-use support::{find_named, xtask, ScenarioText};
+use support::{find_named, git, stopped_player_script, write_script, xtask, ScenarioText};
 
 use xrunbench_host::board::arch::Arch;
-use xrunbench_host::lab::initramfs::{self, Channel, Image, Sound, CONSOLE_PROMPT};
-use xrunbench_host::lab::{kernel, vm};
-use xrunbench_host::lava::server::{JobHealth, JobState, Server, ServerError, Token};
+use xrunbench_host::lab::initramfs::{self, Sound, CONSOLE_PROMPT};
+use xrunbench_host::lab::kernel;
+use xrunbench_host::lava::server::{JobState, Server, ServerError, Token};
 use xrunbench_test_support::lava_lab::{LabDevice, LavaLab, TOKEN};
 
 /// Debian's x86_64 kernel and a console initramfs with snd-dummy and the
 /// board binaries, written into `dir`.
 fn guest(dir: &Path) -> (PathBuf, PathBuf) {
-    let k = kernel::debian(Arch::X86_64, false).expect("Debian's kernel");
-    let sound = Sound::Dummy;
-    let modules = initramfs::load_order(&k.modules, sound.modules()).expect("modules");
     let bins = xrunbench_test_support::boards::bin_dir();
-    let mut libraries = Vec::new();
-    for b in ["xrun-trial", "xrun-player", "xrun-hackbench"] {
-        libraries.extend(initramfs::host_libraries(&bins.join(b)).expect("ldd"));
-    }
-    libraries.sort();
-    libraries.dedup();
-    let initrd = dir.join("initramfs.cpio");
-    Image {
-        arch: Arch::X86_64,
-        busybox: &vm::busybox(Arch::X86_64).expect("busybox"),
-        modules,
-        sound,
-        libraries,
-        channel: Channel::Console { bins },
-    }
-    .write(&initrd)
-    .expect("initramfs");
-    (k.image, initrd)
+    guest_with(dir, "initramfs.cpio", &bins, Vec::new())
 }
 
-/// A job booting `kernel` and `initrd` on a `qemu` device, checking at the
-/// prompt that the sound card and the board binaries are there.
-fn console_job(name: &str, kernel: &Path, initrd: &Path) -> String {
-    let prompt = CONSOLE_PROMPT.trim_end();
-    format!(
-        "device_type: qemu\n\
-         job_name: {name}\n\
-         timeouts:\n  job: {{minutes: 15}}\n  action: {{minutes: 10}}\n  connection: {{minutes: 5}}\n\
-         priority: medium\n\
-         visibility: public\n\
-         context:\n  arch: amd64\n\
-         actions:\n\
-         - deploy:\n    to: tmpfs\n    images:\n\
-         \x20     kernel:\n        image_arg: -kernel {{kernel}} -append \"console=ttyS0,115200\"\n        url: file://{k}\n\
-         \x20     ramdisk:\n        image_arg: -initrd {{ramdisk}}\n        url: file://{i}\n\
-         - boot:\n    method: qemu\n    media: tmpfs\n    prompts: ['{prompt}']\n    timeout: {{minutes: 10}}\n\
-         - test:\n    timeout: {{minutes: 5}}\n    interactive:\n    - name: guest\n      prompts: ['{prompt}']\n      script:\n\
-         \x20     - command: ls /dev/snd/pcmC0D0p && echo xrunbench-sound-$((40+2))\n        name: sound\n        successes:\n        - message: xrunbench-sound-42\n\
-         \x20     - command: xrun-trial --help > /dev/null && echo xrunbench-bins-$((40+2))\n        name: binaries\n        successes:\n        - message: xrunbench-bins-42\n",
-        k = kernel.display(),
-        i = initrd.display(),
-    )
+/// Debian's x86_64 kernel and a console initramfs `name` in `dir` with
+/// snd-dummy, the board binaries of `bins` and `extra` files (host path,
+/// guest path).
+fn guest_with(
+    dir: &Path,
+    name: &str,
+    bins: &Path,
+    extra: Vec<(PathBuf, PathBuf)>,
+) -> (PathBuf, PathBuf) {
+    // Once for the whole binary: the tests run at once, and two fetches
+    // of the kernel would share apt's lists directory (and its lock).
+    static KERNEL: OnceLock<kernel::Kernel> = OnceLock::new();
+    let k = KERNEL.get_or_init(|| kernel::debian(Arch::X86_64, false).expect("Debian's kernel"));
+    let initrd = dir.join(name);
+    initramfs::console_image(Arch::X86_64, &k.modules, Sound::Dummy, bins, extra, &initrd)
+        .expect("initramfs");
+    (k.image.clone(), initrd)
 }
 
 /// The lab's part of a job for its `qemu` devices: booting `kernel` and
@@ -93,77 +72,6 @@ fn lab_job(kernel: &Path, initrd: &Path) -> String {
 
 fn server(lab: &LavaLab) -> Server {
     Server::new(&lab.url(), Some(Token::new(TOKEN).unwrap())).unwrap()
-}
-
-#[test]
-fn two_qemu_devices_run_two_jobs_at_once_and_their_results_come_back() {
-    let dir = tempfile::tempdir().unwrap();
-    let (kernel, initrd) = guest(dir.path());
-    let lab = LavaLab::start(&[LabDevice::qemu("qemu01"), LabDevice::qemu("qemu02")])
-        .unwrap_or_else(|e| panic!("{e}"));
-    let server = server(&lab);
-    let job = console_job("xrunbench lab console", &kernel, &initrd);
-    server.validate(&job).unwrap_or_else(|e| panic!("{e}"));
-    let ids: Vec<u64> = (0..2)
-        .flat_map(|_| server.submit(&job).unwrap_or_else(|e| panic!("{e}")))
-        .collect();
-    assert_eq!(ids.len(), 2);
-    // Both must be running at once, each on its own device.
-    let deadline = Instant::now() + Duration::from_secs(1800);
-    let mut seen_together = false;
-    let mut devices: Vec<String> = loop {
-        let jobs: Vec<_> = ids.iter().map(|id| server.job(*id).unwrap()).collect();
-        if jobs.iter().all(|j| j.state == JobState::Running) {
-            seen_together = true;
-        }
-        if jobs.iter().all(|j| j.state == JobState::Finished) {
-            for j in &jobs {
-                assert_eq!(
-                    j.health,
-                    JobHealth::Complete,
-                    "job {}: {:?}; worker log: {}",
-                    j.id,
-                    j.health,
-                    lab.log("worker")
-                );
-            }
-            break jobs
-                .iter()
-                .filter_map(|j| j.actual_device.clone())
-                .collect();
-        }
-        assert!(Instant::now() < deadline, "jobs not finished: {jobs:?}");
-        std::thread::sleep(Duration::from_millis(500));
-    };
-    assert!(seen_together, "the two jobs never ran at the same time");
-    devices.sort();
-    assert_eq!(devices, ["qemu01", "qemu02"]);
-    for id in ids {
-        let cases = server.tests(id).unwrap();
-        for name in ["sound", "binaries"] {
-            let case = cases
-                .iter()
-                .find(|c| c.name == name)
-                .unwrap_or_else(|| panic!("job {id}: no case {name} in {cases:?}"));
-            assert_eq!(case.result, "pass", "job {id}: {case:?}");
-        }
-    }
-}
-
-#[test]
-fn the_real_server_refuses_a_wrong_token_and_a_bad_job_in_one_line_each() {
-    let lab = LavaLab::start(&[LabDevice::qemu("qemu01")]).unwrap_or_else(|e| panic!("{e}"));
-    let wrong = Server::new(&lab.url(), Some(Token::new("not-the-token").unwrap())).unwrap();
-    let e = wrong.submit("device_type: qemu\n").unwrap_err();
-    assert!(matches!(e, ServerError::Unauthorized { .. }), "{e:?}");
-    let line = e.to_string();
-    assert!(
-        !line.contains("not-the-token") && !line.contains('\n'),
-        "{line}"
-    );
-    let e = server(&lab).submit("x: 1\n").unwrap_err();
-    assert!(matches!(e, ServerError::Rejected { .. }), "{e:?}");
-    assert!(e.to_string().contains("extra keys not allowed"), "{e}");
 }
 
 /// Every file under `dir`, read (lossily) as text.
@@ -287,4 +195,386 @@ fn a_scenario_submitted_to_the_lab_runs_on_both_devices_at_once_and_comes_back_a
     ] {
         assert!(!text.contains(TOKEN), "the token is in {what}");
     }
+}
+
+/// `cargo xtask run S --lava URL --lava-job JOB --lava-token-file TOKEN
+/// --results-dir RESULTS [EXTRA…]`, its output captured.
+fn run_on_lab(
+    s: &Path,
+    url: &str,
+    job: &Path,
+    token: &Path,
+    results: &Path,
+    extra: &[&str],
+) -> std::process::Output {
+    xtask()
+        .arg("run")
+        .arg(s)
+        .arg("--lava")
+        .arg(url)
+        .arg("--lava-job")
+        .arg(job)
+        .arg("--lava-token-file")
+        .arg(token)
+        .arg("--results-dir")
+        .arg(results)
+        .args(extra)
+        .env_remove("XRUNBENCH_LAVA_TOKEN")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .output()
+        .unwrap()
+}
+
+/// One trial of 1 s per configuration through the guest's snd-dummy card.
+fn small_scenario(dir: &Path, trials: u32) -> PathBuf {
+    ScenarioText::new("labfault")
+        .trials(trials)
+        .duration("1s")
+        .warmup("0s")
+        .generate("{ seconds = 1, rate = 48000, channels = 2 }")
+        .audio("backend", "alsa")
+        .audio("device", "hw:0")
+        .config("plain")
+        .write(dir)
+}
+
+/// Exit status `code`, stderr one line holding every one of `words`,
+/// no run directory written.
+#[track_caller]
+fn refused(out: &std::process::Output, code: i32, words: &[&str], results: &Path) {
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(code), "{stderr}");
+    let lines: Vec<&str> = stderr.lines().collect();
+    assert_eq!(lines.len(), 1, "{stderr}");
+    for w in words {
+        assert!(lines[0].contains(w), "`{w}` not in: {stderr}");
+    }
+    assert!(find_named(results, "run.json").is_empty(), "{stderr}");
+}
+
+#[test]
+fn lab_faults_are_one_line_each_and_lose_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let (kernel, initrd) = guest(dir.path());
+    let s = small_scenario(dir.path(), 1);
+    let results = dir.path().join("results");
+    let job = dir.path().join("lab-job.yaml");
+    std::fs::write(&job, lab_job(&kernel, &initrd)).unwrap();
+    let token = dir.path().join("token");
+    std::fs::write(&token, TOKEN).unwrap();
+
+    // No server there: one line naming the URL.
+    // (A port the kernel gave this test and took back: nobody listens.)
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let nobody = format!("http://127.0.0.1:{port}/");
+    let out = run_on_lab(&s, &nobody, &job, &token, &results, &[]);
+    refused(&out, 2, &["cannot reach", &nobody], &results);
+
+    let lab = LavaLab::start(&[LabDevice::qemu("qemu01"), LabDevice::qemu("qemu02")])
+        .unwrap_or_else(|e| panic!("{e}"));
+    let url = lab.url();
+    // A wrong token: refused, and never said.
+    let wrong = dir.path().join("wrong-token");
+    std::fs::write(&wrong, "not-the-lab-token").unwrap();
+    let out = run_on_lab(&s, &url, &job, &wrong, &results, &[]);
+    refused(&out, 2, &["token"], &results);
+    assert!(!String::from_utf8_lossy(&out.stderr).contains("not-the-lab-token"));
+    // No token at all.
+    let out = run_on_lab(&s, &url, &job, &dir.path().join("nope"), &results, &[]);
+    refused(&out, 2, &["nope"], &results);
+    // The client alone against the real server: a wrong token is a 403,
+    // said without the token; a job that is not one is refused with the
+    // server's reason.
+    let client = Server::new(&url, Some(Token::new("not-the-token").unwrap())).unwrap();
+    let e = client.submit("device_type: qemu\n").unwrap_err();
+    assert!(matches!(e, ServerError::Unauthorized { .. }), "{e:?}");
+    let line = e.to_string();
+    assert!(
+        !line.contains("not-the-token") && !line.contains('\n'),
+        "{line}"
+    );
+    let e = server(&lab).submit("x: 1\n").unwrap_err();
+    assert!(matches!(e, ServerError::Rejected { .. }), "{e:?}");
+    assert!(e.to_string().contains("extra keys not allowed"), "{e}");
+    // A job the server rejects: its reason quoted.
+    let nope = dir.path().join("nope-job.yaml");
+    std::fs::write(
+        &nope,
+        lab_job(&kernel, &initrd).replace("device_type: qemu", "device_type: nope"),
+    )
+    .unwrap();
+    let out = run_on_lab(&s, &url, &nope, &token, &results, &[]);
+    refused(&out, 2, &["Device type 'nope' is unavailable"], &results);
+    // A job file with a test of its own.
+    let with_test = dir.path().join("test-job.yaml");
+    std::fs::write(
+        &with_test,
+        format!(
+            "{}- test:\n    interactive: []\n",
+            lab_job(&kernel, &initrd)
+        ),
+    )
+    .unwrap();
+    let out = run_on_lab(&s, &url, &with_test, &token, &results, &[]);
+    refused(&out, 2, &["test-job.yaml", "`test` action"], &results);
+
+    // A job that cannot deploy ends Incomplete: submitted again, then
+    // reported; no run directory (no record came back), exit 1.
+    let broken = dir.path().join("broken-job.yaml");
+    std::fs::write(
+        &broken,
+        lab_job(&dir.path().join("no-such-kernel"), &initrd),
+    )
+    .unwrap();
+    let out = run_on_lab(&s, &url, &broken, &token, &results, &[]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains(
+            "ended Incomplete: the lab's failure, not a verdict; submitting share 1/1 again"
+        ),
+        "{stderr}"
+    );
+    assert!(stderr.contains("ended Incomplete (2 tries)"), "{stderr}");
+    assert!(stderr.contains("no trial record came back"), "{stderr}");
+    assert!(find_named(&results, "run.json").is_empty(), "{stderr}");
+}
+
+#[test]
+fn a_device_taken_offline_mid_run_with_its_job_canceled_costs_no_trial() {
+    let dir = tempfile::tempdir().unwrap();
+    let (kernel, initrd) = guest(dir.path());
+    let s = small_scenario(dir.path(), 2);
+    let results = dir.path().join("results");
+    let job = dir.path().join("lab-job.yaml");
+    std::fs::write(&job, lab_job(&kernel, &initrd)).unwrap();
+    let token = dir.path().join("token");
+    std::fs::write(&token, TOKEN).unwrap();
+    let lab = LavaLab::start(&[LabDevice::qemu("qemu01"), LabDevice::qemu("qemu02")])
+        .unwrap_or_else(|e| panic!("{e}"));
+    let server = server(&lab);
+    let child = xtask()
+        .arg("run")
+        .arg(&s)
+        .args(["--lava", &lab.url(), "--lava-devices", "2", "--lava-job"])
+        .arg(&job)
+        .arg("--lava-token-file")
+        .arg(&token)
+        .arg("--results-dir")
+        .arg(&results)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // When a job runs on qemu02: the device goes to maintenance and its
+    // job is canceled, as a lab admin does.
+    let deadline = Instant::now() + Duration::from_secs(1200);
+    let victim = loop {
+        let running = (1..=2).find_map(|id| {
+            let j = server.job(id).ok()?;
+            (j.state == JobState::Running && j.actual_device.as_deref() == Some("qemu02"))
+                .then_some(id)
+        });
+        if let Some(id) = running {
+            break id;
+        }
+        assert!(Instant::now() < deadline, "no job ran on qemu02");
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    lab.set_health("qemu02", "MAINTENANCE")
+        .unwrap_or_else(|e| panic!("{e}"));
+    server.cancel(victim).unwrap();
+    let out = child.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "job {victim} ended Canceled: the lab's failure, not a verdict"
+        )),
+        "{stderr}"
+    );
+    // Every trial came back, both shares from qemu01 in the end.
+    let runs = find_named(&results, "run.json");
+    assert_eq!(runs.len(), 1, "{stdout}");
+    let run: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&runs[0]).unwrap()).unwrap();
+    let target = run["target"].as_str().unwrap();
+    assert!(!target.contains("qemu02"), "{target}");
+    assert_eq!(target.matches(" on qemu01 (").count(), 2, "{target}");
+    assert!(
+        run["outcome"].to_string().contains("completed"),
+        "{}",
+        run["outcome"]
+    );
+}
+
+/// The kernel tree of the bisection through the lab: what changes from
+/// commit to commit is the ramdisk the deploy command publishes for the
+/// lab to fetch (`ARTIFACTS/<commit>/initramfs.cpio`); from one commit on,
+/// its player is stopped for 600 ms after every 200 ms it runs (a task
+/// the kernel does not run, as a scheduler regression would do), so its
+/// 300 ms buffer runs dry. The scenario never changes.
+const BISECT_SCENARIO: &str = r#"name = "lab-bisect"
+trials = 5
+duration = "2s"
+warmup = "0s"
+
+[audio]
+generate = { seconds = 2, rate = 48000, channels = 2 }
+backend = "alsa"
+device = "hw:0"
+buffer_time = "300ms"
+period_time = "50ms"
+
+[[config]]
+name = "player"
+"#;
+
+/// The bisection's tree under `dir`, with its deploy command and job
+/// file.
+struct BisectTree {
+    repo: PathBuf,
+    good: String,
+    culprit: String,
+    bad: String,
+    deploy: String,
+    job: PathBuf,
+}
+
+fn bisect_tree(dir: &Path) -> BisectTree {
+    let real = xrunbench_test_support::boards::bin_dir();
+    let (kernel, good_image) = guest(dir);
+    // The regressed build: the player behind a script that stops it.
+    let stalled = dir.join("stalled-bin");
+    std::fs::create_dir(&stalled).unwrap();
+    for b in ["xrun-trial", "xrun-hackbench"] {
+        std::fs::copy(real.join(b), stalled.join(b)).unwrap();
+    }
+    write_script(
+        &stalled.join("xrun-player"),
+        &stopped_player_script("/lab/real/xrun-player"),
+    );
+    let (_, bad_image) = guest_with(
+        dir,
+        "stalled.cpio",
+        &stalled,
+        vec![(real.join("xrun-player"), "/lab/real/xrun-player".into())],
+    );
+    let repo = dir.join("tree");
+    std::fs::create_dir(&repo).unwrap();
+    git(&repo, &["init", "-q"]);
+    std::fs::write(repo.join("scenario.toml"), BISECT_SCENARIO).unwrap();
+    let commit = |note: &str, stalls: bool| {
+        let marker = repo.join("STALLS");
+        if stalls {
+            std::fs::write(&marker, "").unwrap();
+        } else {
+            let _ = std::fs::remove_file(&marker);
+        }
+        std::fs::write(repo.join("NOTES"), note).unwrap();
+        git(&repo, &["add", "-A"]);
+        git(&repo, &["commit", "-q", "-m", note]);
+        git(&repo, &["rev-parse", "HEAD"]).trim().to_owned()
+    };
+    let good = commit("start", false);
+    commit("a comment", false);
+    let culprit = commit("sched: the player stops", true);
+    commit("another comment", true);
+    let bad = commit("and another", true);
+    // The deploy command publishes the commit's ramdisk where the job
+    // file's URL names it.
+    let artifacts = dir.join("artifacts");
+    let deploy = format!(
+        "d='{a}'/\"$XRUNBENCH_COMMIT\" && mkdir -p \"$d\" && \
+         if [ -e STALLS ]; then cp '{bad}' \"$d/initramfs.cpio\"; \
+         else cp '{good}' \"$d/initramfs.cpio\"; fi",
+        a = artifacts.display(),
+        bad = bad_image.display(),
+        good = good_image.display(),
+    );
+    let job = dir.join("lab-job.yaml");
+    std::fs::write(
+        &job,
+        lab_job(
+            &kernel,
+            &artifacts.join("${XRUNBENCH_COMMIT}/initramfs.cpio"),
+        ),
+    )
+    .unwrap();
+    BisectTree {
+        repo,
+        good,
+        culprit,
+        bad,
+        deploy,
+        job,
+    }
+}
+
+#[test]
+fn a_bisection_through_the_lab_names_the_commit_that_stalls_the_player() {
+    let dir = tempfile::tempdir().unwrap();
+    let BisectTree {
+        repo,
+        good,
+        culprit,
+        bad,
+        deploy,
+        job,
+    } = bisect_tree(dir.path());
+    let token = dir.path().join("token");
+    std::fs::write(&token, TOKEN).unwrap();
+    let lab = LavaLab::start(&[LabDevice::qemu("qemu01"), LabDevice::qemu("qemu02")])
+        .unwrap_or_else(|e| panic!("{e}"));
+    let results = dir.path().join("results");
+    let out = xtask()
+        .current_dir(&repo)
+        .arg("bisect-run")
+        .arg("scenario.toml")
+        .args(["--good", &good, "--bad", &bad, "--deploy", &deploy])
+        .args(["--metric", "max-gap", "--threshold", "200"])
+        .args(["--baseline-trials", "5", "--max-trials", "6"])
+        .args(["--confirm-trials", "4"])
+        .args(["--lava", &lab.url(), "--lava-devices", "2", "--lava-job"])
+        .arg(&job)
+        .arg("--lava-token-file")
+        .arg(&token)
+        .arg("--results-dir")
+        .arg(&results)
+        .env_remove("XRUNBENCH_LAVA_TOKEN")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    // Shown with --nocapture: what a user sees.
+    eprintln!("{stdout}");
+    assert!(
+        out.status.success(),
+        "{stdout}\n{stderr}\nworker log: {}",
+        lab.log("worker")
+    );
+    assert!(
+        stdout.contains(&format!("{culprit} is the first bad commit")),
+        "bisect did not name {culprit}:\n{stdout}\n{stderr}"
+    );
+    assert!(
+        stdout.contains(" on qemu01") && stdout.contains(" on qemu02"),
+        "{stdout}"
+    );
+    assert!(
+        !repo.join(".git/BISECT_LOG").exists(),
+        "git bisect not reset"
+    );
+    assert!(
+        !all_text_under(&results).contains(TOKEN),
+        "the token is in the results"
+    );
 }

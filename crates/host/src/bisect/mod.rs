@@ -76,6 +76,10 @@ pub struct BisectArgs {
     /// How each step deploys the commit's kernel.
     #[command(flatten)]
     pub deploy: DeployArgs,
+    /// Or each step's trials as jobs of a LAVA lab (the job file's
+    /// `${XRUNBENCH_COMMIT}` replaced by the step's commit).
+    #[command(flatten)]
+    pub lava: crate::lava::submit::LavaTargetArgs,
     /// What the step may run on the host and where it may connect, as
     /// `bisect-run` read it at the start (default: as the baseline's
     /// run.json recorded its scenario); a commit whose scenario changes it
@@ -219,6 +223,7 @@ fn step(args: &BisectArgs) -> Result<u8, Stop> {
         root,
         group,
         label,
+        lava: args.lava.lava.is_some().then(|| args.lava.clone()),
     };
     let outcome = step::measure(
         &spec,

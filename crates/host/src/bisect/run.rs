@@ -103,6 +103,10 @@ pub struct BisectRunArgs {
     /// How each step deploys the commit's kernel.
     #[command(flatten)]
     pub deploy: DeployArgs,
+    /// Or each step's trials as jobs of a LAVA lab (the job file's
+    /// `${XRUNBENCH_COMMIT}` replaced by the step's commit).
+    #[command(flatten)]
+    pub lava: crate::lava::submit::LavaTargetArgs,
 }
 
 /// Why the bisection ended without a culprit to report.
@@ -498,6 +502,7 @@ fn step_args(b: &Bisection, baseline: &Path, label: Option<String>) -> BisectArg
         bisect_dir: Some(b.dir.clone()),
         target: a.target.clone(),
         deploy: a.deploy.clone(),
+        lava: a.lava.clone(),
         trusted_hooks: Some(b.dir.join(TRUSTED_HOOKS)),
         step_label: label,
     }
@@ -542,6 +547,17 @@ fn step_command_line(b: &Bisection, baseline: &Path) -> Result<Vec<String>, End>
     );
     opt("--expect-kernel", a.deploy.expect_kernel.clone());
     opt("--retries", a.deploy.retries.map(|r| r.to_string()));
+    // The lab's token goes by its file or the environment the step
+    // inherits, never on a command line.
+    if a.lava.lava.is_some() {
+        opt("--lava", a.lava.lava.clone());
+        opt("--lava-job", a.lava.lava_job.as_deref().map(path));
+        opt("--lava-devices", Some(a.lava.lava_devices.to_string()));
+        opt(
+            "--lava-token-file",
+            a.lava.lava_token_file.as_deref().map(path),
+        );
+    }
     Ok(v)
 }
 
@@ -664,6 +680,7 @@ fn measure_fixed(
         root: b.dir.clone(),
         group: "steps".into(),
         label: label.into(),
+        lava: b.args.lava.lava.is_some().then(|| b.args.lava.clone()),
     };
     let out = step::measure(&spec, &Goal::Fixed(n));
     match (out.exit, out.run_dir) {

@@ -61,6 +61,16 @@ pub enum Goal<'a> {
     Fixed(usize),
 }
 
+impl Goal<'_> {
+    /// The most trials the step runs.
+    pub fn cap(&self) -> usize {
+        match self {
+            Goal::Decide { max_trials, .. } => *max_trials,
+            Goal::Fixed(n) => *n,
+        }
+    }
+}
+
 /// Everything one step needs.
 pub struct StepSpec {
     /// The scenario as written (at this commit).
@@ -75,6 +85,8 @@ pub struct StepSpec {
     pub bin_dir: Option<PathBuf>,
     /// The deployment.
     pub deploy: Deploy,
+    /// A LAVA lab to run the trials on, as jobs, instead of the board.
+    pub lava: Option<crate::lava::submit::LavaTargetArgs>,
     /// The run directory goes to `<root>/<group>/<stamp>-<label>`.
     pub root: PathBuf,
     /// See `root`.
@@ -433,6 +445,10 @@ fn attempt(p: &mut Progress, n: u32) -> (Option<String>, AttemptEnd) {
             Err(why) => return (deployed, AttemptEnd::Skip(why)),
         };
         p.record.kernel_expected.clone_from(&expected);
+        if spec.lava.is_some() {
+            // The lab boots the commit's kernel itself, in each job.
+            return (deployed, lab_trials(p));
+        }
         if deploy::boots_itself(spec.scenario.target.as_ref()) {
             // A VM lab: the session boots the image the deploy command
             // built; its kernel is checked once it is up.
@@ -458,7 +474,76 @@ fn attempt(p: &mut Progress, n: u32) -> (Option<String>, AttemptEnd) {
             }
         }
     }
+    if spec.lava.is_some() {
+        return (deployed, lab_trials(p));
+    }
     (deployed, session_trials(p))
+}
+
+/// The trials as jobs of a LAVA lab: the step's commit in the job file,
+/// the whole count at once (shared over the lab's devices), the records
+/// read back; then the rule looks at them in trial order, as if they had
+/// come one by one (the trials after its decision are kept, unused).
+/// A job the lab did not finish is infrastructure, never a verdict.
+fn lab_trials(p: &mut Progress) -> AttemptEnd {
+    use crate::lava::submit::{Lab, LabRefused};
+    let spec = p.spec;
+    let args = spec.lava.as_ref().expect("a lab step has --lava");
+    let lab = match Lab::open(args, p.record.commit.as_deref()) {
+        Ok(l) => l,
+        Err(e) => return AttemptEnd::Skip(format!("{e:#}")),
+    };
+    let mut s = spec.scenario.clone();
+    s.configs.retain(|c| c.name == spec.config);
+    s.trials = u32::try_from(p.goal.cap()).unwrap_or(u32::MAX);
+    let done = match lab.run(&spec.file, &s, &[]) {
+        Ok(d) => d,
+        Err(LabRefused::BadInput(why)) => return AttemptEnd::Skip(why),
+        Err(LabRefused::Failed(why)) => return AttemptEnd::Infra(why),
+    };
+    if done.interrupted.is_some() {
+        return AttemptEnd::Interrupted("stopped by a signal; the lab's jobs canceled".into());
+    }
+    if !done.problems.is_empty() {
+        return AttemptEnd::Infra(done.problems.join("; "));
+    }
+    for (_, r) in &done.records {
+        let seen = format!("{} {}", r.machine.kernel_release, r.machine.kernel_version);
+        if let Some(why) = deploy::wrong_kernel(&seen, p.record.kernel_expected.as_deref()) {
+            return AttemptEnd::Infra(why);
+        }
+        p.record.kernel_seen = Some(seen);
+    }
+    let brought = crate::lava::results::Brought {
+        file: &spec.file,
+        scenario: &s,
+        records: done.records.into_iter().map(|(_, r)| r).collect(),
+        label: &spec.label,
+        target: done.target,
+        results_root: &spec.root,
+    };
+    let (manifest, records) = match crate::lava::results::checked(&brought) {
+        Ok(v) => v,
+        Err(e) => return AttemptEnd::Infra(format!("{e:#}")),
+    };
+    if let Err(e) = p.out.manifest(&manifest) {
+        return AttemptEnd::Skip(format!("{e:#}"));
+    }
+    p.manifest = Some(manifest);
+    for (id, r) in &records {
+        if let Err(e) = p.out.trial_record(id, r) {
+            return AttemptEnd::Skip(format!("{e:#}"));
+        }
+    }
+    for (k, (_, r)) in records.iter().enumerate() {
+        let Some(v) = spec.metric.of(r) else {
+            return AttemptEnd::Skip(format!("trial {} has no {}", k + 1, spec.metric.label()));
+        };
+        if let Some(end) = take_value(p, k + 1, v) {
+            return end;
+        }
+    }
+    cap_reached(p.goal)
 }
 
 /// Opens the session and runs trials until the goal is met.
@@ -505,10 +590,7 @@ fn session_trials(p: &mut Progress) -> AttemptEnd {
 
 fn trials(p: &mut Progress, session: &mut Session, deploying: bool) -> AttemptEnd {
     let spec = p.spec;
-    let cap = match p.goal {
-        Goal::Decide { max_trials, .. } => *max_trials,
-        Goal::Fixed(n) => *n,
-    };
+    let cap = p.goal.cap();
     let run_dir = p.out.dir().to_path_buf();
     while p.values.len() < cap {
         let k = p.values.len() + 1;
@@ -543,33 +625,47 @@ fn trials(p: &mut Progress, session: &mut Session, deploying: bool) -> AttemptEn
         let Some(v) = spec.metric.of(&record) else {
             return AttemptEnd::Skip(format!("trial {k} has no {}", spec.metric.label()));
         };
-        p.values.push(v);
-        match p.goal {
-            Goal::Fixed(n) => println!(
+        if let Some(end) = take_value(p, k, v) {
+            return end;
+        }
+    }
+    cap_reached(p.goal)
+}
+
+/// Trial `k`'s value into the step: printed, and for a rule, looked at:
+/// the step's end once the rule decides.
+fn take_value(p: &mut Progress, k: usize, v: f64) -> Option<AttemptEnd> {
+    let spec = p.spec;
+    p.values.push(v);
+    match p.goal {
+        Goal::Fixed(n) => {
+            println!(
                 "bisect: {} trial {k}/{n}: {} {v:.3}",
                 spec.label,
                 spec.metric.label()
-            ),
-            Goal::Decide { rule, max_trials } => {
-                let look = rule.look(&p.values);
-                println!(
-                    "{}",
-                    explain(k, *max_trials, spec.metric, rule, &p.values, &look)
-                );
-                match look.decision {
-                    Decision::Good => return AttemptEnd::Done(EXIT_GOOD, Some(look)),
-                    Decision::Bad => return AttemptEnd::Done(EXIT_BAD, Some(look)),
-                    Decision::Undecided => {
-                        return AttemptEnd::Done(EXIT_SKIP, Some(look));
-                    }
-                    Decision::Continue => {}
-                }
+            );
+            None
+        }
+        Goal::Decide { rule, max_trials } => {
+            let look = rule.look(&p.values);
+            println!(
+                "{}",
+                explain(k, *max_trials, spec.metric, rule, &p.values, &look)
+            );
+            match look.decision {
+                Decision::Good => Some(AttemptEnd::Done(EXIT_GOOD, Some(look))),
+                Decision::Bad => Some(AttemptEnd::Done(EXIT_BAD, Some(look))),
+                Decision::Undecided => Some(AttemptEnd::Done(EXIT_SKIP, Some(look))),
+                Decision::Continue => None,
             }
         }
     }
-    // A fixed count measured; a rule is undecided at the cap at the
-    // latest (not reached).
-    match p.goal {
+}
+
+/// The end of a step whose trials all ran: a fixed count measured; a
+/// rule undecided at its cap (at the latest: it decides there).
+fn cap_reached(goal: &Goal) -> AttemptEnd {
+    match goal {
         Goal::Fixed(_) => AttemptEnd::Done(EXIT_GOOD, None),
         Goal::Decide { .. } => AttemptEnd::Done(EXIT_SKIP, None),
     }

@@ -254,11 +254,11 @@ pub(crate) struct Written {
     pub records: Vec<(TrialId, TrialRecord)>,
 }
 
-/// Writes the records of the scenario's plan as a run directory: its
-/// manifest (outcome and all: completed when every planned trial has a
-/// measured record) and a trial file each. Records of no planned trial
-/// are refused, each with a line on stderr; none kept is an error.
-pub(crate) fn write_run(b: &Brought<'_>) -> Result<Written> {
+/// The records of the scenario's plan (once each, in plan order) and the
+/// manifest of their run directory (outcome and all: completed when
+/// every planned trial has a measured record). Records of no planned
+/// trial are refused, each with a line on stderr; none kept is an error.
+pub(crate) fn checked(b: &Brought<'_>) -> Result<(RunManifest, Vec<(TrialId, TrialRecord)>)> {
     let s = b.scenario;
     if b.records.is_empty() {
         bail!("no trial records (no `{DOC_LINE} record` lines, or no *.json)");
@@ -288,6 +288,14 @@ pub(crate) fn write_run(b: &Brought<'_>) -> Result<Written> {
         runner: crate::results::RunnerInfo::here(),
         outcome: Some(outcome),
     };
+    Ok((manifest, records))
+}
+
+/// Writes the records of the scenario's plan as a run directory (see
+/// [`checked`]).
+pub(crate) fn write_run(b: &Brought<'_>) -> Result<Written> {
+    let s = b.scenario;
+    let (manifest, records) = checked(b)?;
     let out = RunWriter::create(b.results_root, &s.name, Some(b.label))?;
     // Written once, outcome and all: no room to set aside for later.
     out.final_manifest(&manifest)?;

@@ -34,7 +34,7 @@ use xrunbench_schema::trial::TrialRecord;
 
 use super::definition::{script, test_minutes};
 use super::results::{parse_log, write_run, Brought};
-use super::server::{Job, JobHealth, JobState, Server, Token};
+use super::server::{Job, JobHealth, JobState, Server, ServerError, Token};
 use crate::gate::Gate;
 use crate::run::plan::{make_plan, PlannedTrial};
 use crate::run::scenario::{Scenario, ScenarioFile};
@@ -42,6 +42,9 @@ use crate::run::scenario::{Scenario, ScenarioFile};
 /// The environment variable holding the lab's API token when no
 /// `--lava-token-file` is given.
 pub const TOKEN_ENV: &str = "XRUNBENCH_LAVA_TOKEN";
+/// In the job file, replaced by a bisect step's commit (the deploy
+/// command puts that commit's kernel where the URL says).
+pub const COMMIT_PLACEHOLDER: &str = "${XRUNBENCH_COMMIT}";
 /// Times a job that ended Incomplete or Canceled is submitted again.
 pub const RETRIES: usize = 1;
 /// Base64 characters per line typed into the device's shell: a console's
@@ -64,12 +67,7 @@ const BOOT_MINUTES: u64 = 10;
 #[derive(clap::Args, Debug, Clone, Default)]
 pub struct LavaTargetArgs {
     /// Run the trials as jobs of this LAVA server (`https://lava.example/`).
-    #[arg(
-        long,
-        value_name = "URL",
-        requires = "lava_job",
-        conflicts_with_all = ["target", "dry_run", "only"]
-    )]
+    #[arg(long, value_name = "URL", requires = "lava_job")]
     pub lava: Option<String>,
     /// The lab's part of every job (YAML): `device_type`, `tags`,
     /// `context`, the `deploy` and `boot` actions; its boot's `prompts`
@@ -100,6 +98,100 @@ struct Share {
     failed: Option<String>,
 }
 
+/// A lab to run trials on: its server, the user's part of every job,
+/// how many jobs at once.
+pub(crate) struct Lab {
+    server: Server,
+    template: Mapping,
+    template_path: PathBuf,
+    devices: usize,
+}
+
+/// What a lab's jobs brought back.
+pub(crate) struct LabRun {
+    /// Every record read back, with the device that ran it.
+    pub records: Vec<(String, TrialRecord)>,
+    /// What went wrong: a job given up, a log not read, a record refused
+    /// (one line each, said already).
+    pub problems: Vec<String>,
+    /// The signal that stopped the run (the jobs were canceled).
+    pub interrupted: Option<i32>,
+    /// `lava URL: job 12 on qemu01 (a-1 b-1), …`: where each share ran.
+    pub target: String,
+}
+
+/// Why no job ran.
+pub(crate) enum LabRefused {
+    /// The input (token, job file, the jobs) was refused: exit 2.
+    BadInput(String),
+    /// The lab could not be reached or did not take the jobs: exit 1.
+    Failed(String),
+}
+
+impl Lab {
+    /// The lab `args` name, its job file read with `${XRUNBENCH_COMMIT}`
+    /// replaced by `commit` (a bisect step's: where the deploy command
+    /// put that commit's kernel for the lab to fetch); an error is one
+    /// line.
+    pub(crate) fn open(args: &LavaTargetArgs, commit: Option<&str>) -> Result<Lab> {
+        let url = args.lava.as_deref().unwrap_or_default();
+        let token = token(args)?;
+        let server = Server::new(url, Some(token)).map_err(|e| anyhow::anyhow!("--lava: {e}"))?;
+        let template_path = args.lava_job.clone().unwrap_or_default();
+        let template = read_template(&template_path, commit)?;
+        if args.lava_devices == 0 {
+            bail!("--lava-devices 0: expected at least 1");
+        }
+        Ok(Lab {
+            server,
+            template,
+            template_path,
+            devices: args.lava_devices,
+        })
+    }
+
+    /// Runs the plan of `scenario` as jobs: validated, submitted, waited
+    /// for (Incomplete and Canceled jobs submitted again), their records
+    /// read back.
+    pub(crate) fn run(
+        &self,
+        file: &ScenarioFile,
+        scenario: &Scenario,
+        gates: &[Gate],
+    ) -> Result<LabRun, LabRefused> {
+        let mut shares =
+            shares(file, scenario, gates, &self.template, self.devices).map_err(|e| {
+                LabRefused::BadInput(format!("{}: {e:#}", self.template_path.display()))
+            })?;
+        for s in &shares {
+            self.server
+                .validate(&s.job)
+                .map_err(|e| LabRefused::BadInput(e.to_string()))?;
+        }
+        submit_all(&self.server, &mut shares)?;
+        let ended = run_shares(&self.server, &mut shares);
+        for sh in &shares {
+            if let Some(f) = &sh.failed {
+                crate::say!(": lava: {f}");
+            }
+        }
+        let (records, mut problems) = fetch_records(&self.server, &shares);
+        for p in &problems {
+            crate::say!(": lava: {p}");
+        }
+        problems.extend(shares.iter().filter_map(|sh| sh.failed.clone()));
+        Ok(LabRun {
+            records,
+            problems,
+            interrupted: match ended {
+                Ended::Interrupted(sig) => Some(sig),
+                Ended::AllDone => None,
+            },
+            target: target_line(self.server.base_url(), &shares),
+        })
+    }
+}
+
 /// Runs `scenario` on the lab `run`'s `args` name (`--lava` …). Bad
 /// input is one line and exit 2; the run directory holds whatever
 /// records came back, whatever happened to the jobs.
@@ -109,45 +201,43 @@ pub fn run(
     scenario: &Scenario,
     gates: &[Gate],
 ) -> Result<ExitCode> {
-    let lab = &args.lava;
-    let label = args.label.as_deref();
-    let results_root = &args
-        .results_dir
-        .clone()
-        .unwrap_or_else(crate::results::default_results_root);
-    let url = lab.lava.as_deref().unwrap_or_default();
-    let setup = || -> Result<(Server, Vec<Share>)> {
-        let token = token(lab)?;
-        let server = Server::new(url, Some(token)).map_err(|e| anyhow::anyhow!("--lava: {e}"))?;
-        let template_path = lab.lava_job.as_deref().unwrap_or(Path::new(""));
-        let template = read_template(template_path)?;
-        let shares = shares(file, scenario, gates, &template, lab.lava_devices)
-            .with_context(|| template_path.display().to_string())?;
-        Ok((server, shares))
-    };
-    let (server, mut shares) = match setup() {
-        Ok(v) => v,
+    if let Some(t) = &args.target.target {
+        crate::say!(": --lava and --target {t}: give one place to run");
+        return Ok(ExitCode::from(2));
+    }
+    if args.dry_run || !args.only.is_empty() {
+        crate::say!(": --lava: --dry-run and --only are not for a lab run");
+        return Ok(ExitCode::from(2));
+    }
+    let lab = match Lab::open(&args.lava, None) {
+        Ok(l) => l,
         Err(e) => {
             crate::say!(": {e:#}");
             return Ok(ExitCode::from(2));
         }
     };
-    for s in &shares {
-        if let Err(e) = server.validate(&s.job) {
-            crate::say!(": {e}");
+    let done = match lab.run(file, scenario, gates) {
+        Ok(d) => d,
+        Err(LabRefused::BadInput(line)) => {
+            crate::say!(": {line}");
             return Ok(ExitCode::from(2));
         }
-    }
-    let outcome = run_shares(&server, &mut shares);
+        Err(LabRefused::Failed(line)) => {
+            crate::say!(": {line}");
+            return Ok(ExitCode::from(1));
+        }
+    };
+    let results_root = args
+        .results_dir
+        .clone()
+        .unwrap_or_else(crate::results::default_results_root);
     finish(
-        &server,
-        &shares,
+        done,
         file,
         scenario,
         gates,
-        label,
-        results_root,
-        outcome,
+        args.label.as_deref(),
+        &results_root,
     )
 }
 
@@ -162,9 +252,17 @@ fn token(lab: &LavaTargetArgs) -> Result<Token> {
 
 /// The user's job file, a YAML mapping with `device_type` and `actions`,
 /// no `test` action among them (the trials are ours).
-fn read_template(path: &Path) -> Result<Mapping> {
+fn read_template(path: &Path, commit: Option<&str>) -> Result<Mapping> {
     let text = std::fs::read_to_string(path)
         .with_context(|| format!("--lava-job {}: cannot read", path.display()))?;
+    let text = match commit {
+        Some(c) => text.replace(COMMIT_PLACEHOLDER, c),
+        None if text.contains(COMMIT_PLACEHOLDER) => bail!(
+            "--lava-job {}: uses {COMMIT_PLACEHOLDER}, which only a bisect step sets",
+            path.display()
+        ),
+        None => text,
+    };
     let v: Value = serde_norway::from_str(&text)
         .with_context(|| format!("--lava-job {}: not YAML", path.display()))?;
     let Value::Mapping(m) = v else {
@@ -338,9 +436,6 @@ enum Ended {
 /// submits again the ones the lab failed.
 fn run_shares(server: &Server, shares: &mut [Share]) -> Ended {
     let n = shares.len();
-    for (i, sh) in shares.iter_mut().enumerate() {
-        submit(server, sh, i, n);
-    }
     let minutes = shares
         .iter()
         .map(|sh| minutes_of(job_timeout(&sh.job).as_ref()).unwrap_or(BOOT_MINUTES))
@@ -391,7 +486,8 @@ fn run_shares(server: &Server, shares: &mut [Share]) -> Ended {
                     job.health,
                     i + 1
                 );
-                submit(server, sh, i, n);
+                // A refusal now is said with the share's failure.
+                let _ = submit(server, sh, i, n);
             } else {
                 sh.failed = Some(format!(
                     "job {id} ended {} ({} tries)",
@@ -415,31 +511,59 @@ fn run_shares(server: &Server, shares: &mut [Share]) -> Ended {
     }
 }
 
+/// Submits every share once. A refusal (the job, the token, the
+/// server) stops the run before any trial: the jobs already submitted
+/// are canceled and the reason returned.
+fn submit_all(server: &Server, shares: &mut [Share]) -> Result<(), LabRefused> {
+    let n = shares.len();
+    for i in 0..n {
+        let Err(e) = submit(server, &mut shares[i], i, n) else {
+            continue;
+        };
+        for sh in &shares[..i] {
+            if let Some(id) = sh.id {
+                match server.cancel(id) {
+                    Ok(()) => crate::say!(": lava: job {id} canceled"),
+                    Err(e) => crate::say!(": lava: job {id}: {e}"),
+                }
+            }
+        }
+        return Err(match e {
+            ServerError::Unreachable { .. } => LabRefused::Failed(e.to_string()),
+            _ => LabRefused::BadInput(e.to_string()),
+        });
+    }
+    Ok(())
+}
+
 /// The `timeouts.job` of a job's YAML.
 fn job_timeout(job: &str) -> Option<Value> {
     let v: Value = serde_norway::from_str(job).ok()?;
     v.get("timeouts")?.get("job").cloned()
 }
 
-/// Submits share `i` of `n`; a refusal gives it up.
-fn submit(server: &Server, sh: &mut Share, i: usize, n: usize) {
+/// Submits share `i` of `n`; a refusal gives it up (and is returned).
+fn submit(server: &Server, sh: &mut Share, i: usize, n: usize) -> Result<(), ServerError> {
     sh.tries += 1;
-    match server.submit(&sh.job) {
-        Ok(ids) if ids.len() == 1 => {
-            let stems: Vec<String> = sh.trials.iter().map(PlannedTrial::stem).collect();
-            println!(
-                "lava: job {} submitted: share {}/{n}, trials {}",
-                ids[0],
-                i + 1,
-                stems.join(" ")
-            );
-            sh.id = Some(ids[0]);
-        }
-        Ok(ids) => {
-            sh.failed = Some(format!("the server made {} jobs of one", ids.len()));
-        }
-        Err(e) => sh.failed = Some(e.to_string()),
-    }
+    let ids = server
+        .submit(&sh.job)
+        .inspect_err(|e| sh.failed = Some(e.to_string()))?;
+    let [id] = ids[..] else {
+        let e = ServerError::BadReply {
+            url: server.base_url().to_owned(),
+            expected: format!("one job id for one job, got {ids:?}"),
+        };
+        sh.failed = Some(e.to_string());
+        return Err(e);
+    };
+    let stems: Vec<String> = sh.trials.iter().map(PlannedTrial::stem).collect();
+    println!(
+        "lava: job {id} submitted: share {}/{n}, trials {}",
+        i + 1,
+        stems.join(" ")
+    );
+    sh.id = Some(id);
+    Ok(())
 }
 
 fn say_job(job: &Job, i: usize, n: usize) {
@@ -491,46 +615,35 @@ fn fetch_records(server: &Server, shares: &[Share]) -> (Vec<(String, TrialRecord
     (out, problems)
 }
 
-/// Fetches the records, writes the run directory, prints the table and
-/// the device check; the exit code says whether every trial came back.
-#[allow(clippy::too_many_arguments)]
+/// Writes the run directory of what came back, prints the table, the
+/// gates and the device check; the exit code says whether every trial
+/// came back.
 fn finish(
-    server: &Server,
-    shares: &[Share],
+    done: LabRun,
     file: &ScenarioFile,
     scenario: &Scenario,
     gates: &[Gate],
     label: Option<&str>,
     results_root: &Path,
-    ended: Ended,
 ) -> Result<ExitCode> {
-    for sh in shares {
-        if let Some(f) = &sh.failed {
-            crate::say!(": lava: {f}");
-        }
-    }
-    let (records, problems) = fetch_records(server, shares);
-    for p in &problems {
-        crate::say!(": lava: {p}");
-    }
-    let target = target_line(server.base_url(), shares);
-    if records.is_empty() {
+    if done.records.is_empty() {
         crate::say!(": lava: no trial record came back; nothing written");
-        return Ok(ExitCode::from(1));
+        return Ok(ExitCode::from(if done.interrupted.is_some() {
+            130
+        } else {
+            1
+        }));
     }
     let written = write_run(&Brought {
         file,
         scenario,
-        records: records.iter().map(|(_, r)| r.clone()).collect(),
+        records: done.records.iter().map(|(_, r)| r.clone()).collect(),
         label: label.unwrap_or("lava"),
-        target,
+        target: done.target.clone(),
         results_root,
     })?;
     println!("{}", written.manifest.target);
     crate::run::write_comparison_and_plots(&written.writer, &written.dir)?;
-    for line in device_effects(scenario, &records) {
-        println!("{line}");
-    }
     let baseline = scenario
         .configs
         .first()
@@ -539,18 +652,21 @@ fn finish(
     for v in crate::gate::judge(gates, &written.dir, &baseline) {
         println!("gate {}: {}", if v.pass { "pass" } else { "FAIL" }, v.line);
     }
+    for line in device_effects(scenario, &done.records) {
+        println!("{line}");
+    }
     println!("run directory: {}", written.writer.dir().display());
     let complete = matches!(
         written.manifest.outcome,
         Some(crate::results::Outcome::Completed)
     );
-    Ok(match ended {
-        Ended::Interrupted(sig) => {
+    Ok(match done.interrupted {
+        Some(sig) => {
             crate::say!(": lava: stopped by signal {sig}; the jobs still running were canceled");
             ExitCode::from(130)
         }
-        Ended::AllDone if complete && problems.is_empty() => ExitCode::SUCCESS,
-        Ended::AllDone => ExitCode::from(1),
+        None if complete && done.problems.is_empty() => ExitCode::SUCCESS,
+        None => ExitCode::from(1),
     })
 }
 
@@ -648,4 +764,175 @@ fn join(devices: &std::collections::BTreeSet<&str>) -> String {
 /// Every pair (a, b), a < b, of `n` items.
 fn pairs(n: usize) -> impl Iterator<Item = (usize, usize)> {
     (0..n).flat_map(move |a| (a + 1..n).map(move |b| (a, b)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::run::scenario;
+
+    const TEMPLATE: &str = "device_type: qemu\n\
+        tags: [audio]\n\
+        timeouts:\n  job: {minutes: 7}\n  connection: {minutes: 2}\n\
+        actions:\n\
+        - deploy: {to: tmpfs}\n\
+        - boot: {method: qemu, prompts: ['lab# ']}\n";
+
+    fn template(text: &str) -> Result<Mapping> {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("job.yaml");
+        std::fs::write(&p, text).unwrap();
+        read_template(&p, None)
+    }
+
+    fn scenario(trials: u32) -> (ScenarioFile, Scenario) {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("s.toml");
+        std::fs::write(
+            &p,
+            format!(
+                "name = \"s\"\ntrials = {trials}\nduration = \"1s\"\nwarmup = \"0s\"\n\
+                 [audio]\nbackend = \"virtual\"\ngenerate = {{ seconds = 1 }}\n\
+                 [[config]]\nname = \"a\"\n[[config]]\nname = \"b\"\n"
+            ),
+        )
+        .unwrap();
+        scenario::load(&p).map_err(|e| e.0).unwrap()
+    }
+
+    #[test]
+    fn trials_are_shared_by_number_each_device_running_every_configuration() {
+        let (file, s) = scenario(5);
+        let t = template(TEMPLATE).unwrap();
+        let shares = shares(&file, &s, &[], &t, 2).unwrap();
+        let stems: Vec<Vec<String>> = shares
+            .iter()
+            .map(|sh| sh.trials.iter().map(PlannedTrial::stem).collect())
+            .collect();
+        assert_eq!(
+            stems,
+            [
+                vec!["a-1", "b-1", "a-3", "b-3", "a-5", "b-5"],
+                vec!["a-2", "b-2", "a-4", "b-4"]
+            ]
+        );
+        // More devices than trials: no empty job.
+        assert_eq!(shares_of(&file, &s, &t, 9), 5);
+        assert!(super::shares(&file, &s, &[], &t, 0)
+            .err()
+            .unwrap()
+            .to_string()
+            .contains("--lava-devices 0"));
+    }
+
+    fn shares_of(file: &ScenarioFile, s: &Scenario, t: &Mapping, n: usize) -> usize {
+        shares(file, s, &[], t, n).unwrap().len()
+    }
+
+    #[test]
+    fn the_job_is_the_users_with_a_name_wider_timeouts_and_the_trials_typed_at_its_prompt() {
+        let (file, s) = scenario(1);
+        let t = template(TEMPLATE).unwrap();
+        let script = "echo hello\n".repeat(200);
+        let text = job(&t, "xrunbench-s 1/1", &script, 9);
+        let v: Value = serde_norway::from_str(&text).unwrap();
+        assert_eq!(v["device_type"].as_str(), Some("qemu"));
+        assert_eq!(v["tags"][0].as_str(), Some("audio"));
+        assert_eq!(v["job_name"].as_str(), Some("xrunbench-s 1/1"));
+        assert_eq!(v["timeouts"]["job"]["minutes"].as_u64(), Some(16));
+        assert_eq!(v["timeouts"]["connection"]["minutes"].as_u64(), Some(2));
+        let actions = v["actions"].as_sequence().unwrap();
+        assert_eq!(actions.len(), 3);
+        let test = &actions[2]["test"];
+        assert_eq!(test["timeout"]["minutes"].as_u64(), Some(9));
+        let inter = &test["interactive"][0];
+        assert_eq!(inter["prompts"][0].as_str(), Some("lab# "));
+        // The script comes back whole from the lines typed, none longer
+        // than a console's line editor takes.
+        let mut b64 = String::new();
+        for c in inter["script"].as_sequence().unwrap() {
+            let line = c["command"].as_str().unwrap();
+            assert!(line.len() < 1024, "{}", line.len());
+            if let Some(chunk) = line.strip_prefix("echo ") {
+                if let Some(chunk) = chunk.strip_suffix(&format!(" >> {SCRIPT_B64}")) {
+                    b64.push_str(chunk);
+                }
+            }
+        }
+        assert_eq!(
+            super::super::results::decode_base64(&b64).unwrap(),
+            script.as_bytes()
+        );
+        let trials = inter["script"].as_sequence().unwrap().last().unwrap();
+        assert_eq!(trials["name"].as_str(), Some("trials"));
+        assert_eq!(
+            trials["successes"][0]["message"].as_str(),
+            Some("xrunbench-trials-exit-0")
+        );
+        // The definition's script for the scenario is what is typed.
+        let shares = shares(&file, &s, &[], &t, 1).unwrap();
+        assert!(shares[0].job.contains("job_name: xrunbench-s 1/1"));
+    }
+
+    #[test]
+    fn a_job_file_that_cannot_be_the_labs_part_is_refused_in_one_line() {
+        for (text, words) in [
+            ("- a\n", "expected a LAVA job"),
+            ("actions: []\n", "`device_type`"),
+            ("device_type: qemu\n", "`actions`"),
+            (
+                "device_type: qemu\nactions:\n- boot: {prompts: ['# ']}\n- test: {}\n",
+                "`test` action",
+            ),
+            (
+                "device_type: qemu\nactions:\n- boot: {method: qemu}\n",
+                "no `prompts`",
+            ),
+            ("device_type: [\n", "not YAML"),
+        ] {
+            let e = format!("{:#}", template(text).unwrap_err());
+            assert!(e.contains(words) && !e.contains('\n'), "{text}: {e}");
+        }
+    }
+
+    #[test]
+    fn lava_timeouts_read_in_minutes() {
+        let v = |t: &str| serde_norway::from_str::<Value>(t).unwrap();
+        assert_eq!(minutes_of(Some(&v("{minutes: 4}"))), Some(4));
+        assert_eq!(minutes_of(Some(&v("{hours: 2}"))), Some(120));
+        assert_eq!(minutes_of(Some(&v("{seconds: 61}"))), Some(2));
+        assert_eq!(minutes_of(Some(&v("{days: 1}"))), None);
+        assert_eq!(minutes_of(None), None);
+    }
+
+    fn record(config: &str, k: u32, gap: f64) -> TrialRecord {
+        crate::results::testing::trial(config, k, |j| {
+            j["player"]["totals"]["gap_ms_max"] = serde_json::json!(gap);
+        })
+    }
+
+    #[test]
+    fn devices_that_differ_are_said_and_too_few_trials_are_said_too() {
+        let (_, s) = scenario(1);
+        let mut recs = Vec::new();
+        for k in 1..=4 {
+            recs.push(("dev1".to_owned(), record("a", k, f64::from(k))));
+            recs.push(("dev2".to_owned(), record("a", k + 4, 50.0 + f64::from(k))));
+        }
+        let lines = device_effects(&s, &recs);
+        assert!(
+            lines
+                .iter()
+                .any(|l| l.starts_with("device effect: config a: maxgap-ms")
+                    && l.contains("dev1 and dev2")),
+            "{lines:?}"
+        );
+        let few: Vec<_> = recs.iter().take(2).cloned().collect();
+        assert_eq!(
+            device_effects(&s, &few),
+            ["devices: dev1, dev2: too few trials on each (3 a configuration needed) to tell a device effect"]
+        );
+        let one: Vec<_> = recs.iter().filter(|(d, _)| d == "dev1").cloned().collect();
+        assert!(device_effects(&s, &one).is_empty());
+    }
 }
