@@ -9,8 +9,8 @@
 use xrunbench_host::deps::{
     started, Needs, APLAY, BASE, BOARD_SYSROOT, BUILD, CPAL_HOSTS, CPIO, CROSS_AARCH64,
     CROSS_ARMV7, GIT, JACK_PCM, JUNIT_VALIDATOR, KERNEL_BUILD, LAB, LAB_GUEST_PROGRAMS,
-    LAVA_DISPATCHER, LAVA_LAB, PIPEWIRE, PULSEAUDIO, QEMU_USER, RT_TESTS, SSH_CLIENT, SSH_SERVER,
-    ZIGBUILD,
+    LAVA_DISPATCHER, LAVA_LAB, PIPEWIRE, PULSEAUDIO, PYTHON, QEMU_USER, RT_TESTS, SSH_CLIENT,
+    SSH_SERVER, ZIGBUILD,
 };
 use xrunbench_programs::programs;
 use xrunbench_test_support::lava_lab::LavaLab;
@@ -49,6 +49,15 @@ pub const BENCH_MICRO: Needs = Needs {
     starts: &[],
 };
 
+/// `cargo xtask bench lava`: the board binaries (default features) in the
+/// VM lab's console ramdisk, a private LAVA lab booting it on QEMU (its
+/// `run` on the VM lab over SSH installs what that needs itself).
+pub const BENCH_LAVA: Needs = Needs {
+    command: "bench lava",
+    groups: &[&BUILD, &LAB, &LAVA_LAB, &PYTHON, &BASE],
+    starts: &[LavaLab::PROGRAMS, LAB_GUEST_PROGRAMS],
+};
+
 /// `cargo xtask lint`: clippy builds the build scripts of every feature
 /// set, the cpal hosts' included.
 pub const LINT: Needs = Needs {
@@ -78,6 +87,7 @@ pub const TEST: Needs = Needs {
         &CROSS_ARMV7,
         &QEMU_USER,
         &ZIGBUILD,
+        &PYTHON,
         &LAVA_DISPATCHER,
         &LAVA_LAB,
         &JUNIT_VALIDATOR,
@@ -137,8 +147,9 @@ mod tests {
     use super::*;
 
     /// The lists these tests hold to every rule: the product's and the
-    /// automation's (the VM lab's `RUN_VM`, `LAB_KERNEL` and `LAB_SOURCE`
-    /// only to the code scan below).
+    /// automation's (the VM lab's `RUN_VM`, `LAB_KERNEL` and `LAB_SOURCE`,
+    /// and `BENCH_LAVA`, only to the code scan below: the VM lab's group
+    /// installs the guest's sshd, which the servers rule forbids).
     const ALL_NEEDS: &[&Needs] = &[
         &RUN,
         &RUN_PREBUILT,
@@ -366,6 +377,8 @@ mod tests {
             vec![&BENCH_MONITOR]
         } else if rel.starts_with("xtask/src/bench/micro") {
             vec![&BENCH_MICRO]
+        } else if rel.starts_with("xtask/src/bench/lava") {
+            vec![&BENCH_LAVA]
         } else if rel == "crates/host/src/board/qemu.rs" {
             // The emulator runs only in the suite's board stage.
             vec![&TEST]

@@ -329,13 +329,20 @@ pub const QEMU_USER: Group = Group {
 /// Python environment.
 pub const ZIGBUILD: Group = Group {
     name: "older-glibc build",
-    packages: &[
-        pkg("python3-minimal", "python3 makes the private environment"),
-        pkg(
-            "python3-venv",
-            "python3 -m venv with pip, for pip's ziglang and cargo-zigbuild",
-        ),
-    ],
+    packages: &[pkg(
+        "python3-venv",
+        "python3 -m venv with pip, for pip's ziglang and cargo-zigbuild",
+    )],
+};
+
+/// Debian's python3: zig's private environment is made with it, and the
+/// LAVA lab's server, scheduler and worker run on it.
+pub const PYTHON: Group = Group {
+    name: "python3",
+    packages: &[pkg(
+        "python3-minimal",
+        "python3: zig's private environment; the LAVA lab's services",
+    )],
 };
 
 /// Programs the product and the automation start that no test fixture
@@ -580,6 +587,7 @@ pub const BOARD_BUILD: Needs = Needs {
         &CROSS_AARCH64,
         &CROSS_ARMV7,
         &ZIGBUILD,
+        &PYTHON,
     ],
     starts: &[&[
         started::DPKG,
@@ -614,6 +622,7 @@ pub fn for_board_build(arches: &[Arch], older_glibc: bool) -> Vec<&'static Group
     groups.extend(cross.into_iter().filter_map(cross_toolchain));
     if older_glibc {
         groups.push(&ZIGBUILD);
+        groups.push(&PYTHON);
     }
     groups
 }
@@ -852,6 +861,7 @@ mod tests {
         &BOARD_SYSROOT,
         &QEMU_USER,
         &ZIGBUILD,
+        &PYTHON,
         &LAVA_DISPATCHER,
         &LAVA_LAB,
         &JUNIT_VALIDATOR,

@@ -5,6 +5,7 @@
 //! behaviour, never speed.
 
 mod hackbench;
+mod lava;
 mod micro;
 mod monitor;
 mod player;
@@ -34,6 +35,9 @@ pub enum What {
     /// Our latency monitor against rt-tests cyclictest, idle and under
     /// hackbench -g 4: average and max, and ours/cyclictest of each.
     Monitor(monitor::Args),
+    /// One scenario on the VM lab over SSH and as LAVA jobs on one device
+    /// and on two: the lab's setup, per-trial overhead, the 2/1 ratio.
+    Lava(lava::Args),
     /// The criterion micro-benchmarks of the per-period hot path and of
     /// bisect's statistics; the per-period cost against a 1 ms period.
     Micro(micro::Args),
@@ -46,6 +50,7 @@ pub fn run(args: &BenchArgs) -> Result<ExitCode> {
         What::Hackbench(_) => &crate::needs::BENCH_HACKBENCH,
         What::Monitor(_) => &crate::needs::BENCH_MONITOR,
         What::Micro(_) => &crate::needs::BENCH_MICRO,
+        What::Lava(_) => &crate::needs::BENCH_LAVA,
     };
     if let Err(e) = xrunbench_host::deps::ensure(needs) {
         return Ok(e.report());
@@ -55,5 +60,6 @@ pub fn run(args: &BenchArgs) -> Result<ExitCode> {
         What::Hackbench(a) => hackbench::run(a),
         What::Monitor(a) => monitor::run(a),
         What::Micro(a) => micro::run(a),
+        What::Lava(a) => lava::run(a),
     }
 }
