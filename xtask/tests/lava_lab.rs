@@ -11,7 +11,7 @@
 mod support;
 
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
+use std::process::{Command, Stdio};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
@@ -70,6 +70,32 @@ fn lab_job(kernel: &Path, initrd: &Path) -> String {
     )
 }
 
+/// What a run on the lab takes, written into a directory: the console
+/// guest, the job file booting it, the token's file, where results go.
+struct LabFiles {
+    kernel: PathBuf,
+    initrd: PathBuf,
+    job: PathBuf,
+    token: PathBuf,
+    results: PathBuf,
+}
+
+fn lab_files(dir: &Path) -> LabFiles {
+    let (kernel, initrd) = guest(dir);
+    let job = dir.join("lab-job.yaml");
+    std::fs::write(&job, lab_job(&kernel, &initrd)).unwrap();
+    // A file as users write one: the token and a newline.
+    let token = dir.join("token");
+    std::fs::write(&token, format!("{TOKEN}\n")).unwrap();
+    LabFiles {
+        kernel,
+        initrd,
+        job,
+        token,
+        results: dir.join("results"),
+    }
+}
+
 fn server(lab: &LavaLab) -> Server {
     Server::new(&lab.url(), Some(Token::new(TOKEN).unwrap())).unwrap()
 }
@@ -99,13 +125,14 @@ fn walk(dir: &Path) -> Vec<PathBuf> {
 #[test]
 fn a_scenario_submitted_to_the_lab_runs_on_both_devices_at_once_and_comes_back_as_a_table() {
     let dir = tempfile::tempdir().unwrap();
-    let (kernel, initrd) = guest(dir.path());
+    let LabFiles {
+        job,
+        token,
+        results,
+        ..
+    } = lab_files(dir.path());
     let lab = LavaLab::start(&[LabDevice::qemu("qemu01"), LabDevice::qemu("qemu02")])
         .unwrap_or_else(|e| panic!("{e}"));
-    let job = dir.path().join("lab-job.yaml");
-    std::fs::write(&job, lab_job(&kernel, &initrd)).unwrap();
-    let token = dir.path().join("token");
-    std::fs::write(&token, format!("{TOKEN}\n")).unwrap();
     // Two configurations × two trials of 2 s through the guest's snd-dummy
     // card: each device runs trial 1 (or 2) of both, interleaved.
     let s = ScenarioText::new("lab")
@@ -118,25 +145,14 @@ fn a_scenario_submitted_to_the_lab_runs_on_both_devices_at_once_and_comes_back_a
         .config("plain")
         .config_with("fifo", "[config.audio]\npriority = \"fifo:80\"")
         .write(dir.path());
-    let results = dir.path().join("results");
-    let out = xtask()
-        .arg("run")
-        .arg(&s)
-        .arg("--lava")
-        .arg(lab.url())
-        .arg("--lava-job")
-        .arg(&job)
-        .arg("--lava-devices")
-        .arg("2")
-        .arg("--lava-token-file")
-        .arg(&token)
-        .arg("--results-dir")
-        .arg(&results)
-        .env_remove("XRUNBENCH_LAVA_TOKEN")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .output()
-        .unwrap();
+    let out = run_on_lab(
+        &s,
+        &lab.url(),
+        &job,
+        &token,
+        &results,
+        &["--lava-devices", "2"],
+    );
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
@@ -198,17 +214,10 @@ fn a_scenario_submitted_to_the_lab_runs_on_both_devices_at_once_and_comes_back_a
 }
 
 /// `cargo xtask run S --lava URL --lava-job JOB --lava-token-file TOKEN
-/// --results-dir RESULTS [EXTRA…]`, its output captured.
-fn run_on_lab(
-    s: &Path,
-    url: &str,
-    job: &Path,
-    token: &Path,
-    results: &Path,
-    extra: &[&str],
-) -> std::process::Output {
-    xtask()
-        .arg("run")
+/// --results-dir RESULTS`, its output piped, the token's variable unset.
+fn lab_run_command(s: &Path, url: &str, job: &Path, token: &Path, results: &Path) -> Command {
+    let mut cmd = xtask();
+    cmd.arg("run")
         .arg(s)
         .arg("--lava")
         .arg(url)
@@ -218,10 +227,23 @@ fn run_on_lab(
         .arg(token)
         .arg("--results-dir")
         .arg(results)
-        .args(extra)
         .env_remove("XRUNBENCH_LAVA_TOKEN")
         .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
+        .stderr(Stdio::piped());
+    cmd
+}
+
+/// [`lab_run_command`] with `extra` arguments, run to its end.
+fn run_on_lab(
+    s: &Path,
+    url: &str,
+    job: &Path,
+    token: &Path,
+    results: &Path,
+    extra: &[&str],
+) -> std::process::Output {
+    lab_run_command(s, url, job, token, results)
+        .args(extra)
         .output()
         .unwrap()
 }
@@ -256,13 +278,14 @@ fn refused(out: &std::process::Output, code: i32, words: &[&str], results: &Path
 #[test]
 fn lab_faults_are_one_line_each_and_lose_nothing() {
     let dir = tempfile::tempdir().unwrap();
-    let (kernel, initrd) = guest(dir.path());
+    let LabFiles {
+        kernel,
+        initrd,
+        job,
+        token,
+        results,
+    } = lab_files(dir.path());
     let s = small_scenario(dir.path(), 1);
-    let results = dir.path().join("results");
-    let job = dir.path().join("lab-job.yaml");
-    std::fs::write(&job, lab_job(&kernel, &initrd)).unwrap();
-    let token = dir.path().join("token");
-    std::fs::write(&token, TOKEN).unwrap();
 
     // No server there: one line naming the URL.
     // (A port the kernel gave this test and took back: nobody listens.)
@@ -348,27 +371,18 @@ fn lab_faults_are_one_line_each_and_lose_nothing() {
 #[test]
 fn a_device_taken_offline_mid_run_with_its_job_canceled_costs_no_trial() {
     let dir = tempfile::tempdir().unwrap();
-    let (kernel, initrd) = guest(dir.path());
+    let LabFiles {
+        job,
+        token,
+        results,
+        ..
+    } = lab_files(dir.path());
     let s = small_scenario(dir.path(), 2);
-    let results = dir.path().join("results");
-    let job = dir.path().join("lab-job.yaml");
-    std::fs::write(&job, lab_job(&kernel, &initrd)).unwrap();
-    let token = dir.path().join("token");
-    std::fs::write(&token, TOKEN).unwrap();
     let lab = LavaLab::start(&[LabDevice::qemu("qemu01"), LabDevice::qemu("qemu02")])
         .unwrap_or_else(|e| panic!("{e}"));
     let server = server(&lab);
-    let child = xtask()
-        .arg("run")
-        .arg(&s)
-        .args(["--lava", &lab.url(), "--lava-devices", "2", "--lava-job"])
-        .arg(&job)
-        .arg("--lava-token-file")
-        .arg(&token)
-        .arg("--results-dir")
-        .arg(&results)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
+    let child = lab_run_command(&s, &lab.url(), &job, &token, &results)
+        .args(["--lava-devices", "2"])
         .spawn()
         .unwrap();
     // When a job runs on qemu02: the device goes to maintenance and its
