@@ -344,21 +344,33 @@ fn scenario_file(args: &LavaResultsArgs, log: &JobLog) -> Result<ScenarioFile> {
         .with_context(|| format!("the scenario `{name}` in the log is not a scenario"))
 }
 
-/// The trial records the log carries, in plan order.
+/// The trial records the log carries, in plan order; each refused one
+/// said on stderr.
 fn records_of(log: &JobLog) -> Result<Vec<TrialRecord>> {
+    let (records, refused) = records_in(log);
+    for e in refused {
+        crate::say!(": {e}: refused");
+    }
+    Ok(records)
+}
+
+/// The trial records the log carries, in plan order, and why each one
+/// that does not read as a record does not (one line each): one bad
+/// record (the board's word) does not cost the others.
+pub(crate) fn records_in(log: &JobLog) -> (Vec<TrialRecord>, Vec<String>) {
     let mut out = Vec::new();
+    let mut refused = Vec::new();
     for ((kind, name), bytes) in &log.docs {
         if kind != "record" {
             continue;
         }
-        // One bad record (the board's word) does not cost the others.
         match log_record(name, bytes) {
             Ok(r) => out.push(r),
-            Err(e) => crate::say!(": {e:#}: refused"),
+            Err(e) => refused.push(format!("{e:#}")),
         }
     }
     out.sort_by_key(|r| r.trial.seq);
-    Ok(out)
+    (out, refused)
 }
 
 /// The trial record the log carries as `name`: checked as the file

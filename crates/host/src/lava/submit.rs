@@ -88,6 +88,8 @@ struct Share {
     trials: Vec<PlannedTrial>,
     /// The job definition (YAML).
     job: String,
+    /// Its job timeout, minutes.
+    minutes: u64,
     /// The job now running it, if submitted.
     id: Option<u64>,
     /// Submissions so far.
@@ -334,10 +336,11 @@ fn shares(
     for (i, trials) in split.into_iter().filter(|t| !t.is_empty()).enumerate() {
         let body = script(file, s, gates, &trials).map_err(|e| anyhow::anyhow!(e))?;
         let name = format!("xrunbench-{} {}/{n}", s.name, i + 1);
-        let job = job(template, &name, &body, test_minutes(s, trials.len()));
+        let (job, minutes) = job(template, &name, &body, test_minutes(s, trials.len()));
         out.push(Share {
             trials,
             job,
+            minutes,
             id: None,
             tries: 0,
             done: None,
@@ -347,9 +350,10 @@ fn shares(
     Ok(out)
 }
 
-/// The job: the user's, named, its timeouts widened by the test's, with
-/// the interactive test that writes the script and runs it.
-fn job(template: &Mapping, name: &str, script: &str, minutes: u64) -> String {
+/// The job (and its job timeout, minutes): the user's, named, its
+/// timeouts widened by the test's, with the interactive test that writes
+/// the script and runs it.
+fn job(template: &Mapping, name: &str, script: &str, minutes: u64) -> (String, u64) {
     let mut m = template.clone();
     let prompt = prompt(template).unwrap_or_default();
     m.insert("job_name".into(), name.into());
@@ -389,7 +393,8 @@ fn job(template: &Mapping, name: &str, script: &str, minutes: u64) -> String {
     if let Some(Value::Sequence(actions)) = m.get_mut("actions") {
         actions.push(test);
     }
-    serde_norway::to_string(&Value::Mapping(m)).expect("a YAML value serializes")
+    let text = serde_norway::to_string(&Value::Mapping(m)).expect("a YAML value serializes");
+    (text, job_minutes)
 }
 
 /// One command of an interactive test, a case named `name` passing on
@@ -438,7 +443,7 @@ fn run_shares(server: &Server, shares: &mut [Share]) -> Ended {
     let n = shares.len();
     let minutes = shares
         .iter()
-        .map(|sh| minutes_of(job_timeout(&sh.job).as_ref()).unwrap_or(BOOT_MINUTES))
+        .map(|sh| sh.minutes)
         .max()
         .unwrap_or(BOOT_MINUTES);
     let deadline = Instant::now() + Duration::from_secs((minutes + QUEUE_MINUTES) * 60);
@@ -536,12 +541,6 @@ fn submit_all(server: &Server, shares: &mut [Share]) -> Result<(), LabRefused> {
     Ok(())
 }
 
-/// The `timeouts.job` of a job's YAML.
-fn job_timeout(job: &str) -> Option<Value> {
-    let v: Value = serde_norway::from_str(job).ok()?;
-    v.get("timeouts")?.get("job").cloned()
-}
-
 /// Submits share `i` of `n`; a refusal gives it up (and is returned).
 fn submit(server: &Server, sh: &mut Share, i: usize, n: usize) -> Result<(), ServerError> {
     sh.tries += 1;
@@ -602,15 +601,9 @@ fn fetch_records(server: &Server, shares: &[Share]) -> (Vec<(String, TrialRecord
         for b in &log.broken {
             problems.push(format!("job {}: {b}", job.id));
         }
-        for ((kind, name), bytes) in &log.docs {
-            if kind != "record" {
-                continue;
-            }
-            match super::results::log_record(name, bytes) {
-                Ok(r) => out.push((device.clone(), r)),
-                Err(e) => problems.push(format!("job {}: {e:#}", job.id)),
-            }
-        }
+        let (records, refused) = super::results::records_in(&log);
+        out.extend(records.into_iter().map(|r| (device.clone(), r)));
+        problems.extend(refused.into_iter().map(|e| format!("job {}: {e}", job.id)));
     }
     (out, problems)
 }
@@ -834,7 +827,8 @@ mod tests {
         let (file, s) = scenario(1);
         let t = template(TEMPLATE).unwrap();
         let script = "echo hello\n".repeat(200);
-        let text = job(&t, "xrunbench-s 1/1", &script, 9);
+        let (text, minutes) = job(&t, "xrunbench-s 1/1", &script, 9);
+        assert_eq!(minutes, 16);
         let v: Value = serde_norway::from_str(&text).unwrap();
         assert_eq!(v["device_type"].as_str(), Some("qemu"));
         assert_eq!(v["tags"][0].as_str(), Some("audio"));
