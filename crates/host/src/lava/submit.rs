@@ -54,6 +54,8 @@ const CHUNK: usize = 512;
 const SCRIPT_B64: &str = "/tmp/xrunbench-run.b64";
 /// See [`SCRIPT_B64`].
 const SCRIPT: &str = "/tmp/xrunbench-run.sh";
+/// The script's own directory (`$(pwd)/xrunbench`, run in /tmp).
+const WORK: &str = "/tmp/xrunbench";
 /// How often the jobs are read while they wait and run.
 const POLL: Duration = Duration::from_secs(2);
 /// Minutes a job may wait in the lab's queue before this gives up on it,
@@ -366,7 +368,10 @@ fn job(template: &Mapping, name: &str, script: &str, minutes: u64) -> (String, u
         .unwrap_or_default();
     timeouts.insert("job".into(), minutes_value(job_minutes));
     m.insert("timeouts".into(), Value::Mapping(timeouts));
-    let mut commands = vec![command(&format!("rm -f {SCRIPT_B64}"), None)];
+    // The device may be a board whose /tmp outlives the job (one reached
+    // over SSH): what a killed job left is removed first, what this one
+    // writes is removed after it.
+    let mut commands = vec![command(&format!("rm -rf {SCRIPT_B64} {WORK}"), None)];
     let b64 = super::results::encode_base64(script.as_bytes());
     for chunk in b64.as_bytes().chunks(CHUNK) {
         let chunk = std::str::from_utf8(chunk).expect("base64 is ASCII");
@@ -379,7 +384,10 @@ fn job(template: &Mapping, name: &str, script: &str, minutes: u64) -> (String, u
         Some(("script", "xrunbench-script-42")),
     ));
     commands.push(command(
-        &format!("cd /tmp && sh {SCRIPT}; echo xrunbench-trials-exit-$?"),
+        &format!(
+            "cd /tmp && sh {SCRIPT}; e=$?; rm -rf {SCRIPT_B64} {SCRIPT} {WORK}; \
+             echo xrunbench-trials-exit-$e"
+        ),
         Some(("trials", "xrunbench-trials-exit-0")),
     ));
     let test: Value = serde_norway::from_str(&format!(
@@ -863,6 +871,14 @@ mod tests {
             trials["successes"][0]["message"].as_str(),
             Some("xrunbench-trials-exit-0")
         );
+        // What the job wrote on the device is removed, whatever the trials'
+        // status (it is said after the removal).
+        let last = trials["command"].as_str().unwrap();
+        assert!(
+            last.contains(&format!("rm -rf {SCRIPT_B64} {SCRIPT} {WORK};")),
+            "{last}"
+        );
+        assert!(last.ends_with("echo xrunbench-trials-exit-$e"), "{last}");
         // The definition's script for the scenario is what is typed.
         let shares = shares(&file, &s, &[], &t, 1).unwrap();
         assert!(shares[0].job.contains("job_name: xrunbench-s 1/1"));
