@@ -168,9 +168,7 @@ impl Lab {
                 LabRefused::BadInput(format!("{}: {e:#}", self.template_path.display()))
             })?;
         for s in &shares {
-            self.server
-                .validate(&s.job)
-                .map_err(|e| LabRefused::BadInput(e.to_string()))?;
+            self.server.validate(&s.job).map_err(refusal)?;
         }
         submit_all(&self.server, &mut shares)?;
         let ended = run_shares(&self.server, &mut shares);
@@ -541,12 +539,24 @@ fn submit_all(server: &Server, shares: &mut [Share]) -> Result<(), LabRefused> {
                 }
             }
         }
-        return Err(match e {
-            ServerError::Unreachable { .. } => LabRefused::Failed(e.to_string()),
-            _ => LabRefused::BadInput(e.to_string()),
-        });
+        return Err(refusal(e));
     }
     Ok(())
+}
+
+/// What a server's refusal of the jobs is: the lab's failure (not there,
+/// an error of its own, an answer that is not LAVA's) — a bisect step
+/// retries it as infrastructure — or the input's (the token, the job, a
+/// URL that is not the API's), the same at every try.
+fn refusal(e: ServerError) -> LabRefused {
+    let line = e.to_string();
+    match e {
+        ServerError::Unreachable { .. }
+        | ServerError::BadReply { .. }
+        | ServerError::TimedOut { .. } => LabRefused::Failed(line),
+        ServerError::Status { status, .. } if status >= 500 => LabRefused::Failed(line),
+        _ => LabRefused::BadInput(line),
+    }
 }
 
 /// Submits share `i` of `n`; a refusal gives it up (and is returned).
@@ -771,6 +781,57 @@ fn pairs(n: usize) -> impl Iterator<Item = (usize, usize)> {
 mod tests {
     use super::*;
     use crate::run::scenario;
+
+    #[test]
+    fn a_lab_not_there_or_failing_is_the_labs_failure_a_refused_input_is_bad_input() {
+        let url = "http://127.0.0.1:1/".to_string();
+        let failed = [
+            ServerError::Unreachable {
+                url: url.clone(),
+                reason: "Connection refused".into(),
+            },
+            ServerError::Status {
+                url: url.clone(),
+                status: 502,
+                body: "Bad Gateway".into(),
+            },
+            ServerError::BadReply {
+                url: url.clone(),
+                expected: "JSON".into(),
+            },
+        ];
+        for e in failed {
+            let line = e.to_string();
+            match refusal(e) {
+                LabRefused::Failed(l) => assert_eq!(l, line),
+                LabRefused::BadInput(l) => panic!("bad input: {l}"),
+            }
+        }
+        let bad = [
+            ServerError::Unauthorized {
+                url: url.clone(),
+                status: 403,
+                detail: "Invalid token.".into(),
+                token_sent: true,
+            },
+            ServerError::Rejected {
+                url: url.clone(),
+                message: "Device type 'nope' is unavailable".into(),
+            },
+            ServerError::Status {
+                url,
+                status: 404,
+                body: "Not Found".into(),
+            },
+        ];
+        for e in bad {
+            let line = e.to_string();
+            match refusal(e) {
+                LabRefused::BadInput(l) => assert_eq!(l, line),
+                LabRefused::Failed(l) => panic!("the lab's failure: {l}"),
+            }
+        }
+    }
 
     const TEMPLATE: &str = "device_type: qemu\n\
         tags: [audio]\n\
