@@ -134,7 +134,11 @@ fn a_scenario_submitted_to_the_lab_runs_on_both_devices_at_once_and_comes_back_a
     let lab = LavaLab::start(&[LabDevice::qemu("qemu01"), LabDevice::qemu("qemu02")])
         .unwrap_or_else(|e| panic!("{e}"));
     // Two configurations × two trials of 2 s through the guest's snd-dummy
-    // card: each device runs trial 1 (or 2) of both, interleaved.
+    // card: each device runs trial 1 (or 2) of both, interleaved. The lab is
+    // the scenario's own `[target] lava` (the other tests give it on the
+    // command line), the token in a file beside it.
+    std::fs::copy(&job, dir.path().join("board-job.yaml")).unwrap();
+    std::fs::copy(&token, dir.path().join("lava-token")).unwrap();
     let s = ScenarioText::new("lab")
         .trials(2)
         .duration("2s")
@@ -144,15 +148,20 @@ fn a_scenario_submitted_to_the_lab_runs_on_both_devices_at_once_and_comes_back_a
         .audio("device", "hw:0")
         .config("plain")
         .config_with("fifo", "[config.audio]\npriority = \"fifo:80\"")
+        .tail(&format!(
+            "[target]\nlava = {{ url = \"{}\", job = \"board-job.yaml\", devices = 2, \
+             token_file = \"lava-token\" }}\n",
+            lab.url()
+        ))
         .write(dir.path());
-    let out = run_on_lab(
-        &s,
-        &lab.url(),
-        &job,
-        &token,
-        &results,
-        &["--lava-devices", "2"],
-    );
+    let out = xtask()
+        .arg("run")
+        .arg(&s)
+        .arg("--results-dir")
+        .arg(&results)
+        .env_remove("XRUNBENCH_LAVA_TOKEN")
+        .output()
+        .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(

@@ -78,11 +78,15 @@ impl Deploy {
             return Err("--boot-timeout: must be at least 1s".into());
         }
         let t = s.target.as_ref();
+        // A lab's `[target]` has the deploy keys too (the deploy runs on
+        // the host, the lab boots what it published).
+        let lab = s.lava.as_ref();
         Ok(Deploy {
             command: args
                 .deploy
                 .clone()
-                .or_else(|| t.and_then(|t| t.deploy.clone())),
+                .or_else(|| t.and_then(|t| t.deploy.clone()))
+                .or_else(|| lab.and_then(|l| l.deploy.clone())),
             boot_timeout: args
                 .boot_timeout
                 .or(t.map(|t| t.boot_timeout))
@@ -91,10 +95,12 @@ impl Deploy {
             expect_kernel: args
                 .expect_kernel
                 .clone()
-                .or_else(|| t.and_then(|t| t.expect_kernel.clone())),
+                .or_else(|| t.and_then(|t| t.expect_kernel.clone()))
+                .or_else(|| lab.and_then(|l| l.expect_kernel.clone())),
             retries: args
                 .retries
                 .or(t.map(|t| t.retries))
+                .or(lab.map(|l| l.retries))
                 .unwrap_or(DEFAULT_RETRIES),
             tree: tree.to_path_buf(),
         })

@@ -213,6 +213,7 @@ fn step(args: &BisectArgs) -> Result<u8, Stop> {
     );
     print_plan(args, &scenario, &config, &base, &baseline, &rule);
     let (root, group, label) = step_place(args, &tree, &scenario);
+    let lava = args.lava.or_scenario(&scenario);
     let spec = StepSpec {
         file,
         scenario,
@@ -223,7 +224,7 @@ fn step(args: &BisectArgs) -> Result<u8, Stop> {
         root,
         group,
         label,
-        lava: args.lava.lava.is_some().then(|| args.lava.clone()),
+        lava,
     };
     let outcome = step::measure(
         &spec,

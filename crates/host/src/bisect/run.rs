@@ -670,6 +670,7 @@ fn measure_fixed(
     let (file, s) = load_here(b, scenario_path)?;
     let deploy = Deploy::resolve(&s, &b.args.deploy, tree).map_err(End::BadInput)?;
     println!("bisect-run: {label}: {n} trials");
+    let lava = b.args.lava.or_scenario(&s);
     let spec = StepSpec {
         file,
         scenario: s,
@@ -680,7 +681,7 @@ fn measure_fixed(
         root: b.dir.clone(),
         group: "steps".into(),
         label: label.into(),
-        lava: b.args.lava.lava.is_some().then(|| b.args.lava.clone()),
+        lava,
     };
     let out = step::measure(&spec, &Goal::Fixed(n));
     match (out.exit, out.run_dir) {

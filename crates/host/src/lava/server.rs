@@ -606,6 +606,14 @@ fn name_suites(
         .collect()
 }
 
+/// Whether `base_url` can be a server's address (http or https, a host,
+/// nothing after its path); the reason in one line if not.
+pub fn check_base_url(base_url: &str) -> Result<(), String> {
+    parse_base(base_url.trim())
+        .map(drop)
+        .map_err(|e| e.to_string())
+}
+
 impl Server {
     /// A client of the server at `base_url` (`https://lava.example.org/`;
     /// a trailing slash or `api/v0.2/` may be given or not). `token` is

@@ -84,6 +84,17 @@ pub struct LavaTargetArgs {
     pub lava_token_file: Option<PathBuf>,
 }
 
+impl LavaTargetArgs {
+    /// The lab a command runs on: the command line's `--lava …`, else the
+    /// scenario's `[target] lava`; `None`: no lab.
+    pub fn or_scenario(&self, s: &Scenario) -> Option<LavaTargetArgs> {
+        match &self.lava {
+            Some(_) => Some(self.clone()),
+            None => s.lava.as_ref().map(|l| l.lab.clone()),
+        }
+    }
+}
+
 /// One share of the trials: the job that runs it, and its tries.
 struct Share {
     /// The trials, in plan order.
@@ -194,11 +205,12 @@ impl Lab {
     }
 }
 
-/// Runs `scenario` on the lab `run`'s `args` name (`--lava` …). Bad
-/// input is one line and exit 2; the run directory holds whatever
-/// records came back, whatever happened to the jobs.
+/// Runs `scenario` on `lab` (`run`'s `--lava …`, or the scenario's
+/// `[target] lava`). Bad input is one line and exit 2; the run directory
+/// holds whatever records came back, whatever happened to the jobs.
 pub fn run(
     args: &crate::run::RunArgs,
+    lab: &LavaTargetArgs,
     file: &ScenarioFile,
     scenario: &Scenario,
     gates: &[Gate],
@@ -208,10 +220,10 @@ pub fn run(
         return Ok(ExitCode::from(2));
     }
     if args.dry_run || !args.only.is_empty() {
-        crate::say!(": --lava: --dry-run and --only are not for a lab run");
+        crate::say!(": a lab run (--lava, [target] lava) takes no --dry-run or --only");
         return Ok(ExitCode::from(2));
     }
-    let lab = match Lab::open(&args.lava, None) {
+    let lab = match Lab::open(lab, None) {
         Ok(l) => l,
         Err(e) => {
             crate::say!(": {e:#}");

@@ -97,6 +97,10 @@ pub struct TargetArgs {
 impl TargetArgs {
     /// Applies `--target` and `--ssh-option` to `s`; an error is one line.
     pub fn apply(&self, s: &mut Scenario) -> Result<(), String> {
+        if self.target.is_some() {
+            // The command line's board replaces the file's, a lab included.
+            s.lava = None;
+        }
         if let Some(kernel) = self.target.as_deref().and_then(|d| d.strip_prefix("vm:")) {
             // The VM lab with every default, booting this kernel.
             let spec = crate::lab::vm::VmSpec {
@@ -229,8 +233,8 @@ pub fn run(args: &RunArgs) -> Result<ExitCode> {
         .results_dir
         .clone()
         .unwrap_or_else(default_results_root);
-    if args.lava.lava.is_some() {
-        return crate::lava::submit::run(args, &file, &scenario, &gates);
+    if let Some(lab) = args.lava.or_scenario(&scenario) {
+        return crate::lava::submit::run(args, &lab, &file, &scenario, &gates);
     }
     // Building the binaries (which validation needs: it asks xrun-trial)
     // needs the build prerequisites; the scenario itself was checked above.

@@ -101,6 +101,11 @@ pub struct TargetSpec {
     /// `cargo xtask lab kernel`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub vm: Option<crate::lab::vm::VmSpec>,
+    /// A LAVA lab: `{ url = "https://lava.example.org/", job =
+    /// "board-job.yaml", devices = 2, token_file = "~/.lava-token" }`; the
+    /// trials run as its jobs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lava: Option<LavaSpec>,
     /// TCP port (`Port`); default: ssh's (its config, else 22).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub port: Option<u16>,
@@ -154,6 +159,33 @@ pub struct TargetSpec {
     /// kernelrelease` in a kernel tree.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub expect_kernel: Option<String>,
+}
+
+/// `[target] lava`: the trials run as jobs of a LAVA lab (`run`, `bisect`,
+/// `bisect-run`; `--lava` on the command line replaces the whole table).
+/// The API token is never written here: it would be copied into every run
+/// directory with the scenario. It comes from `token_file`, else
+/// `$XRUNBENCH_LAVA_TOKEN`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LavaSpec {
+    /// The server (`https://lava.example.org/`).
+    pub url: String,
+    /// The lab's part of every job (YAML: device type, tags, deploy,
+    /// boot), relative to the scenario file or `~/…`.
+    pub job: PathBuf,
+    /// How many jobs (devices) the trials are shared among, at once
+    /// (default 1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub devices: Option<usize>,
+    /// A file holding the API token, relative to the scenario file or
+    /// `~/…`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub token_file: Option<PathBuf>,
+    /// A token written into the scenario: accepted by the parser only to
+    /// be refused with the reason (and never kept or written back).
+    #[serde(default, skip_serializing)]
+    pub token: Option<serde::de::IgnoredAny>,
 }
 
 /// Trial order: `interleaved` (A B A B …, default: slow drift of the

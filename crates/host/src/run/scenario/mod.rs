@@ -288,6 +288,115 @@ mod tests {
     }
 
     #[test]
+    fn a_lava_target_resolves_to_the_lab_with_its_files_beside_the_scenario() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("board-job.yaml"), "device_type: qemu\n").unwrap();
+        std::fs::write(dir.path().join("token"), "t").unwrap();
+        let p = dir.path().join("s.toml");
+        let text = format!(
+            "{MIN}[target]\nlava = {{ url = \"https://lava.example.org/\", job = \"board-job.yaml\", \
+             devices = 2, token_file = \"token\" }}\ndeploy = \"./publish.sh\"\nretries = 1\n"
+        );
+        let s = resolve(&p, &parse(&p, &text).unwrap()).unwrap();
+        assert!(s.target.is_none(), "a lab is not a board over SSH");
+        let l = s.lava.clone().unwrap();
+        assert_eq!(l.lab.lava.as_deref(), Some("https://lava.example.org/"));
+        assert_eq!(
+            l.lab.lava_job.as_deref(),
+            Some(dir.path().join("board-job.yaml").as_path())
+        );
+        assert_eq!(l.lab.lava_devices, 2);
+        assert_eq!(
+            l.lab.lava_token_file.as_deref(),
+            Some(dir.path().join("token").as_path())
+        );
+        assert_eq!((l.deploy.as_deref(), l.retries), (Some("./publish.sh"), 1));
+        // The command line's lab wins; without one, the scenario's is used.
+        let none = crate::lava::submit::LavaTargetArgs::default();
+        assert_eq!(
+            none.or_scenario(&s).unwrap().lava.as_deref(),
+            Some("https://lava.example.org/")
+        );
+        let cli = crate::lava::submit::LavaTargetArgs {
+            lava: Some("http://127.0.0.1:8000/".into()),
+            ..Default::default()
+        };
+        assert_eq!(
+            cli.or_scenario(&s).unwrap().lava.as_deref(),
+            Some("http://127.0.0.1:8000/")
+        );
+        assert!(none.or_scenario(&parse_str(MIN).unwrap()).is_none());
+        // bisect's deploy keys come from the lab's [target].
+        let d = crate::bisect::deploy::Deploy::resolve(
+            &s,
+            &crate::bisect::deploy::DeployArgs::default(),
+            dir.path(),
+        )
+        .unwrap();
+        assert_eq!((d.command.as_deref(), d.retries), (Some("./publish.sh"), 1));
+    }
+
+    #[test]
+    fn a_lava_target_refuses_a_token_in_the_scenario_and_board_keys_naming_the_key() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("job.yaml"), "device_type: qemu\n").unwrap();
+        let p = dir.path().join("s.toml");
+        let lab = "url = \"https://lava.example.org/\", job = \"job.yaml\"";
+        for (table, want) in [
+            (
+                format!("lava = {{ {lab}, token = \"s3cr3t-token\" }}"),
+                "s.toml: target.lava.token: a token is never written in the scenario",
+            ),
+            (
+                format!("lava = {{ {lab} }}\nssh = \"root@b\""),
+                "target.ssh: not with `lava`",
+            ),
+            (
+                format!("lava = {{ {lab} }}\ntrial_timeout = \"60min\""),
+                "target.trial_timeout: not with `lava`",
+            ),
+            (
+                format!("lava = {{ {lab}, devices = 0 }}"),
+                "target.lava.devices: 0: expected at least 1",
+            ),
+            (
+                "lava = { url = \"ftp://lava\", job = \"job.yaml\" }".to_string(),
+                "target.lava.url: ",
+            ),
+            (
+                "lava = { url = \"https://l/\", job = \"nope.yaml\" }".to_string(),
+                "target.lava.job: ",
+            ),
+            (
+                format!("lava = {{ {lab}, device = 2 }}"),
+                "unknown field `device`",
+            ),
+            (
+                "lava = { job = \"job.yaml\" }".to_string(),
+                "missing field `url`",
+            ),
+        ] {
+            let text = format!("{MIN}[target]\n{table}\n");
+            let e = parse(&p, &text)
+                .and_then(|f| resolve(&p, &f))
+                .map(drop)
+                .unwrap_err()
+                .0;
+            assert!(e.contains(want), "{table}: {e}");
+            assert!(!e.contains("s3cr3t"), "the token was said: {e}");
+            assert_eq!(e.lines().count(), 1, "{e}");
+        }
+        // A token never goes back out with the file.
+        let f = parse(
+            &p,
+            &format!("{MIN}[target]\nlava = {{ {lab}, token = \"s3cr3t-token\" }}\n"),
+        )
+        .unwrap();
+        assert!(!toml::to_string(&f).unwrap().contains("s3cr3t"));
+        assert!(!serde_json::to_string(&f).unwrap().contains("s3cr3t"));
+    }
+
+    #[test]
     fn monitor_table_resolves_to_cyclictests_defaults_and_errors_name_the_key() {
         let s = parse_str(&format!("{MIN}[monitor]\ntrace = true\n")).unwrap();
         let m = s.monitor.clone().unwrap();

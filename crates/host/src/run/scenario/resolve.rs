@@ -45,6 +45,11 @@ pub struct Scenario {
     /// experiment runs on a board or here.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub target: Option<SshTarget>,
+    /// `[target] lava` resolved: the trials run as the lab's jobs. Not
+    /// recorded here: a lab run's `run.json` target names its jobs and
+    /// devices.
+    #[serde(skip)]
+    pub lava: Option<LavaTarget>,
     /// `[monitor]` resolved; `None`: no monitor.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub monitor: Option<MonitorSpec>,
@@ -149,6 +154,7 @@ impl Scenario {
             order: Order::Interleaved,
             configs: Vec::new(),
             target,
+            lava: None,
             monitor: None,
         }
     }
@@ -357,13 +363,8 @@ pub fn resolve(path: &Path, file: &ScenarioFile) -> Result<Scenario, ScenarioErr
         });
     }
     let warmup = file.warmup.unwrap_or(DEFAULT_WARMUP);
-    let target = match &file.target {
-        Some(t) => Some(
-            resolve_target(t, base_dir, duration, warmup)
-                .map_err(|(k, m)| err(&format!("target.{k}"), m))?,
-        ),
-        None => None,
-    };
+    let (target, lava) = resolve_place(file.target.as_ref(), base_dir, duration, warmup)
+        .map_err(|(k, m)| err(&format!("target.{k}"), m))?;
     let monitor = match &file.monitor {
         Some(m) => Some(resolve_monitor(m).map_err(|(k, m)| err(&format!("monitor.{k}"), m))?),
         None => None,
@@ -378,10 +379,29 @@ pub fn resolve(path: &Path, file: &ScenarioFile) -> Result<Scenario, ScenarioErr
         order: file.order,
         configs,
         target,
+        lava,
         monitor,
     };
     check_size(&s).map_err(|(field, msg)| err(&field, msg))?;
     Ok(s)
+}
+
+/// A scenario's board and lab (at most one of them).
+type Place = (Option<SshTarget>, Option<LavaTarget>);
+
+/// Where the trials run: a board (`[target] ssh` or `vm`), a LAVA lab
+/// (`[target] lava`), or this machine (neither); an error names the key.
+fn resolve_place(
+    t: Option<&TargetSpec>,
+    base_dir: &Path,
+    duration: Span,
+    warmup: Span,
+) -> Result<Place, (&'static str, String)> {
+    Ok(match t {
+        Some(t) if t.lava.is_some() => (None, Some(resolve_lava(t, base_dir)?)),
+        Some(t) => (Some(resolve_target(t, base_dir, duration, warmup)?), None),
+        None => (None, None),
+    })
 }
 
 /// `[monitor]` with its defaults (cyclictest's: FIFO 99, every 1 ms); an

@@ -132,6 +132,96 @@ pub fn check_destination(d: &str) -> Result<(), String> {
     Ok(())
 }
 
+/// `[target] lava = {…}` resolved: the lab as `--lava` would name it (its
+/// files absolute), and the keys of `bisect`'s deploy, which runs on the
+/// host before each step's jobs.
+#[derive(Debug, Clone)]
+pub struct LavaTarget {
+    /// The server, the job file, devices, the token file.
+    pub lab: crate::lava::submit::LavaTargetArgs,
+    /// `deploy`, if given.
+    pub deploy: Option<String>,
+    /// `expect_kernel`, if given.
+    pub expect_kernel: Option<String>,
+    /// `retries`: a step the lab did not finish is run again this often.
+    pub retries: u32,
+}
+
+/// `[target]` with a `lava` table: the lab checked (the token never in the
+/// scenario), and only the keys a lab run uses beside it; an error names
+/// the key.
+pub(super) fn resolve_lava(
+    t: &TargetSpec,
+    base_dir: &Path,
+) -> Result<LavaTarget, (&'static str, String)> {
+    let l = t.lava.as_ref().expect("a [target] with lava");
+    for (key, given) in [
+        ("ssh", t.ssh.is_some()),
+        ("vm", t.vm.is_some()),
+        ("port", t.port.is_some()),
+        ("identity", t.identity.is_some()),
+        ("known_hosts", t.known_hosts.is_some()),
+        ("options", !t.options.is_empty()),
+        ("workdir", t.workdir.is_some()),
+        ("arch", t.arch.is_some()),
+        ("connect_timeout", t.connect_timeout.is_some()),
+        ("trial_timeout", t.trial_timeout.is_some()),
+        ("reconnect_timeout", t.reconnect_timeout.is_some()),
+        ("power_cycle", t.power_cycle.is_some()),
+        ("boot_timeout", t.boot_timeout.is_some()),
+    ] {
+        if given {
+            return Err((
+                key,
+                "not with `lava`: the lab's job file says how its devices are reached and booted"
+                    .into(),
+            ));
+        }
+    }
+    if l.token.is_some() {
+        return Err((
+            "lava.token",
+            format!(
+                "a token is never written in the scenario (it is copied into every run \
+                 directory): put it in a file named by `token_file`, or in ${}",
+                crate::lava::submit::TOKEN_ENV
+            ),
+        ));
+    }
+    crate::lava::server::check_base_url(&l.url).map_err(|m| ("lava.url", m))?;
+    let job = host_file(&l.job, base_dir).map_err(|m| ("lava.job", m))?;
+    let token_file = l
+        .token_file
+        .as_deref()
+        .map(|p| host_file(p, base_dir))
+        .transpose()
+        .map_err(|m| ("lava.token_file", m))?;
+    let devices = l.devices.unwrap_or(1);
+    if devices == 0 {
+        return Err(("lava.devices", "0: expected at least 1".into()));
+    }
+    let retries = t.retries.unwrap_or(DEFAULT_RETRIES);
+    if retries > 100 {
+        return Err(("retries", format!("{retries} is more than 100")));
+    }
+    for (key, cmd) in [("deploy", &t.deploy), ("expect_kernel", &t.expect_kernel)] {
+        if let Some(c) = cmd {
+            check_command(c).map_err(|m| (key, m))?;
+        }
+    }
+    Ok(LavaTarget {
+        lab: crate::lava::submit::LavaTargetArgs {
+            lava: Some(l.url.trim().to_string()),
+            lava_job: Some(job),
+            lava_devices: devices,
+            lava_token_file: token_file,
+        },
+        deploy: t.deploy.clone(),
+        expect_kernel: t.expect_kernel.clone(),
+        retries,
+    })
+}
+
 /// `[target]` with its defaults; an error names the key.
 pub(super) fn resolve_target(
     t: &TargetSpec,
