@@ -288,6 +288,10 @@ pub fn ensure(arch: Arch, board_dir: &Path) -> Result<PathBuf> {
 /// touched; `apt-cache` and `apt-get download` with it need no root.
 pub fn apt_state(arch: Arch, dir: &Path) -> Result<PathBuf> {
     let source = machine_archive()?;
+    // Two commands at once (two tests of one suite, two users of one
+    // cache) share this state, and apt's own lock refuses the second
+    // `update` outright (exit 100): the second waits for the first instead.
+    let _held = lock_dir(dir)?;
     let config = write_apt_state(dir, &source, arch)?;
     let mut update = Command::new("apt-get");
     update
@@ -302,6 +306,27 @@ pub fn apt_state(arch: Arch, dir: &Path) -> Result<PathBuf> {
         )
     })?;
     Ok(config)
+}
+
+/// An exclusive `flock` on `dir/xrunbench.lock` (the directory made if
+/// need be), waited for, held until the file is dropped.
+fn lock_dir(dir: &Path) -> Result<fs::File> {
+    use std::os::fd::AsRawFd;
+    fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    let path = dir.join("xrunbench.lock");
+    let file = fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+        .with_context(|| format!("opening {}", path.display()))?;
+    // SAFETY: flock on a descriptor this function owns; no memory involved.
+    let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX) };
+    if rc != 0 {
+        return Err(std::io::Error::last_os_error())
+            .with_context(|| format!("locking {}", path.display()));
+    }
+    Ok(file)
 }
 
 /// Fetches and unpacks the packages into `work/root`.
@@ -444,6 +469,31 @@ fn proxy_lines(dump: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_second_user_of_an_apt_state_waits_for_the_first() {
+        use std::sync::atomic::{AtomicBool, Ordering};
+        use std::sync::Arc;
+        let dir = tempfile::tempdir().unwrap();
+        let first = lock_dir(dir.path()).unwrap();
+        let released = Arc::new(AtomicBool::new(false));
+        let second = {
+            let (d, released) = (dir.path().to_path_buf(), Arc::clone(&released));
+            std::thread::spawn(move || {
+                let _held = lock_dir(&d).unwrap();
+                released.load(Ordering::SeqCst)
+            })
+        };
+        // Give the second taker time to reach the lock (if it came later,
+        // the test proves less, never fails wrongly).
+        std::thread::sleep(std::time::Duration::from_millis(200));
+        released.store(true, Ordering::SeqCst);
+        drop(first);
+        assert!(
+            second.join().unwrap(),
+            "the second took the lock while the first held it"
+        );
+    }
 
     // Made-up archives: the project never names a real mirror.
     const DEB822: &str = "\
