@@ -153,6 +153,38 @@ fn unknown_only_config_is_bad_input() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("--only nope: no such configuration"));
 }
 
+/// A scenario whose `[target]` is a LAVA lab: `board check` says the lab's
+/// devices are not a board it can reach, rather than checking this
+/// machine; `run --dry-run` says a lab run has none. One line, exit 2.
+#[test]
+fn a_lab_scenario_is_not_checked_or_dry_run_here() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("job.yaml"), "device_type: qemu\n").unwrap();
+    let s = dir.path().join("lab.toml");
+    std::fs::write(
+        &s,
+        "name = \"lab\"\n[audio]\ngenerate = {}\n[[config]]\nname = \"a\"\n[target]\n\
+         lava = { url = \"http://127.0.0.1:9/\", job = \"job.yaml\" }\n",
+    )
+    .unwrap();
+    for (args, want) in [
+        (
+            vec!["board", "check", s.to_str().unwrap()],
+            "[target] is a LAVA lab, whose devices only its jobs reach",
+        ),
+        (
+            vec!["run", s.to_str().unwrap(), "--dry-run"],
+            "a lab run (--lava, [target] lava) takes no --dry-run or --only",
+        ),
+    ] {
+        let out = run_xtask_with_bins(&args);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert_eq!(stderr.lines().count(), 1, "{args:?}: {stderr}");
+        assert!(stderr.contains(want), "{args:?}: {stderr}");
+    }
+}
+
 /// A FIFO (or any file that is not a regular file) as `audio.file` is
 /// refused by validation, naming it: opening a FIFO for reading would wait
 /// for a writer that never comes, and only SIGKILL ended that wait.

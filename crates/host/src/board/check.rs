@@ -57,6 +57,14 @@ pub fn run(args: &CheckArgs) -> Result<ExitCode> {
     if let Err(m) = args.target.apply(&mut s) {
         return bad(m);
     }
+    if s.lava.is_some() {
+        // Checking this machine instead would answer another question.
+        return bad(format!(
+            "{}: [target] is a LAVA lab, whose devices only its jobs reach; give --target DEST \
+             to check a board",
+            s.path.display()
+        ));
+    }
     if let Err(e) = crate::deps::ensure(crate::deps::for_run(
         args.bins.bin_dir.is_some(),
         s.target.as_ref(),

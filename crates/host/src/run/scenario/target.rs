@@ -239,8 +239,8 @@ pub(super) fn resolve_target(
         (None, None) => {
             return Err((
                 "ssh",
-                "missing: name the board, e.g. ssh = \"root@rpi4.lab\", or boot one: vm = { \
-                 kernel = \"bzImage\" }"
+                "missing: name the board, e.g. ssh = \"root@rpi4.lab\", boot one: vm = { \
+                 kernel = \"bzImage\" }, or name a LAVA lab: lava = { url = …, job = … }"
                     .into(),
             ))
         }
