@@ -214,7 +214,7 @@ fn check_host_keys(device: &str, known_hosts: &Path) -> String {
 /// the test made it.
 pub struct LavaLeftovers {
     _one_job_at_a_time: std::sync::MutexGuard<'static, ()>,
-    job_id: u32,
+    job_ids: Vec<u32>,
     made_var_lib_lava: bool,
 }
 
@@ -223,28 +223,46 @@ impl LavaLeftovers {
     /// jobs at once share /var/lib/lava, which the first one's cleanup
     /// removes under the other (seen: `scp: stat local …`).
     pub fn new(job_id: u32) -> Self {
+        LavaLeftovers::of_jobs([job_id])
+    }
+
+    /// [`LavaLeftovers::new`] for several jobs (a lab's, numbered from 1):
+    /// one guard, since the lock it holds is taken once.
+    pub fn of_jobs(job_ids: impl IntoIterator<Item = u32>) -> Self {
         static LAVA: std::sync::Mutex<()> = std::sync::Mutex::new(());
         LavaLeftovers {
             _one_job_at_a_time: LAVA.lock().unwrap_or_else(|e| e.into_inner()),
-            job_id,
+            job_ids: job_ids.into_iter().collect(),
             made_var_lib_lava: !Path::new("/var/lib/lava").exists(),
         }
     }
 }
 
-impl Drop for LavaLeftovers {
-    fn drop(&mut self) {
-        let id = self.job_id;
-        let _ = std::fs::remove_dir_all(format!("/lava-{id}"));
-        if let Ok(entries) = std::fs::read_dir("/") {
-            let prefix = format!("lava-{id}-overlay-");
-            for e in entries.flatten() {
-                if e.file_name().to_string_lossy().starts_with(&prefix) {
-                    let _ = std::fs::remove_file(e.path());
-                }
+/// What LAVA's ssh deploy of job `id` put on the board (this machine):
+/// `/lava-<id>` and `/lava-<id>-overlay-*.tar.gz`.
+pub fn on_board(id: u32) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    if let Ok(entries) = std::fs::read_dir("/") {
+        let dir = format!("lava-{id}");
+        let overlay = format!("lava-{id}-overlay-");
+        for e in entries.flatten() {
+            let name = e.file_name().to_string_lossy().into_owned();
+            if name == dir || name.starts_with(&overlay) {
+                out.push(e.path());
             }
         }
-        let _ = std::fs::remove_dir_all(format!("/var/lib/lava/dispatcher/tmp/{id}"));
+    }
+    out
+}
+
+impl Drop for LavaLeftovers {
+    fn drop(&mut self) {
+        for &id in &self.job_ids {
+            for p in on_board(id) {
+                let _ = std::fs::remove_dir_all(&p).or_else(|_| std::fs::remove_file(&p));
+            }
+            let _ = std::fs::remove_dir_all(format!("/var/lib/lava/dispatcher/tmp/{id}"));
+        }
         if self.made_var_lib_lava {
             let _ = std::fs::remove_dir_all("/var/lib/lava");
         }
