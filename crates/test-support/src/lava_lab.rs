@@ -31,7 +31,7 @@ use std::time::{Duration, Instant};
 use xrunbench_programs::{programs, Program};
 
 use crate::servers::{unique_name, Error};
-use crate::testboard::{free_port, release_port};
+use crate::testboard::{free_port, release_port, TestBoard};
 
 /// The file a lab holds an exclusive `flock` on while it lives.
 pub const LAB_LOCK: &str = "/run/lock/xrunbench-lava-lab.lock";
@@ -140,6 +140,94 @@ impl LabDevice {
                          {% set memory = 512 %}\n\
                          {% set extra_options = ['-accel tcg,thread=multi', '-smp 1'] %}\n"
                 .to_string(),
+        }
+    }
+
+    /// The SSH test board as a device of type `ssh`, its host key checked
+    /// against the board's own `known_hosts`.
+    pub fn ssh(name: &str, board: &TestBoard) -> LabDevice {
+        LabDevice::ssh_checked_against(name, board, &board.known_hosts())
+    }
+
+    /// [`LabDevice::ssh`], its host key checked against `known_hosts`
+    /// (a wrong one: the device a job must never reach).
+    ///
+    /// Two ways in, both checking the host key:
+    ///
+    /// - `ssh.jinja2`'s deploy and boot `ssh` methods (a job with a
+    ///   lava-test-shell definition, as `cargo xtask lava` writes). Their
+    ///   ssh and scp get `-o UserKnownHostsFile=/dev/null -o
+    ///   StrictHostKeyChecking=no` appended by lava-dispatcher, after the
+    ///   device's options, and `base.jinja2` sets `ssh_options` whatever
+    ///   the dictionary says; ssh takes the first value it sees of an
+    ///   option. So the dictionary replaces `ssh.jinja2`'s body (the same
+    ///   methods) with options of ours first.
+    /// - a console: the `minimal` boot method over `connection_command`,
+    ///   an ssh command line entirely ours. `run --lava` needs this one:
+    ///   its job's only test is `interactive`, and LAVA 2023.01's ssh
+    ///   deploy wants a test with a shell (it fails at parse time with
+    ///   `KeyError: 'deployment_data'`, and its validation says "Scp
+    ///   overlay needs a test action"), while the ssh boot needs that
+    ///   deploy's overlay.
+    ///
+    /// The console is a shell already logged in: no kernel's start message
+    /// to wait for (`kernel_start_message` empty), only the prompt.
+    /// `LogLevel=ERROR` (before base's `FATAL`) so that a refused key is
+    /// said in the job's log.
+    pub fn ssh_checked_against(name: &str, board: &TestBoard, known_hosts: &Path) -> LabDevice {
+        let destination = board.destination();
+        let user = destination.split('@').next().unwrap_or("root");
+        let ours = [
+            "StrictHostKeyChecking=yes".to_string(),
+            format!("UserKnownHostsFile={}", known_hosts.display()),
+            "BatchMode=yes".to_string(),
+            "LogLevel=ERROR".to_string(),
+            "PasswordAuthentication=no".to_string(),
+        ];
+        let listed: String = ours
+            .iter()
+            .map(|o| format!("          - '-o'\n          - '{o}'\n"))
+            .collect();
+        let console = format!(
+            "ssh {} -o IdentitiesOnly=yes -i {key} -p {port} -t {destination}",
+            ours.iter()
+                .map(|o| format!("-o {o}"))
+                .collect::<Vec<_>>()
+                .join(" "),
+            key = board.identity().display(),
+            port = board.port(),
+        );
+        LabDevice {
+            name: name.to_string(),
+            device_type: "ssh".to_string(),
+            dictionary: format!(
+                "{{% extends 'ssh.jinja2' %}}\n\
+                 {{% set connection_command = '{console}' %}}\n\
+                 {{% set kernel_start_message = '' %}}\n\
+                 {{% block body %}}\n\
+                 actions:\n\
+                 \x20 deploy:\n\
+                 \x20   connections:\n\
+                 \x20     serial:\n\
+                 \x20   methods:\n\
+                 \x20     ssh:\n\
+                 \x20       options:\n\
+                 {listed}\
+                 {{{{ ssh_options }}}}\n\
+                 \x20       host: \"127.0.0.1\"\n\
+                 \x20       port: {port}\n\
+                 \x20       user: \"{user}\"\n\
+                 \x20       identity_file: \"{key}\"\n\
+                 \x20 boot:\n\
+                 \x20   connections:\n\
+                 \x20     serial:\n\
+                 \x20   methods:\n\
+                 \x20     ssh:\n\
+                 \x20     minimal:\n\
+                 {{% endblock body %}}\n",
+                port = board.port(),
+                key = board.identity().display(),
+            ),
         }
     }
 }
