@@ -6,8 +6,11 @@
 //! ramdisk stalls the player; and the faults — a server that is not there,
 //! a wrong or missing token, a job the server rejects, a job that ends
 //! Incomplete, a device taken offline with its job canceled — are one line
-//! each and lose nothing.
+//! each and lose nothing. The SSH test board is a device too (type `ssh`):
+//! a scenario runs on it with its host key checked, and behind a wrong
+//! known_hosts it is never reached.
 
+mod lava_support;
 mod support;
 
 use std::path::{Path, PathBuf};
@@ -15,6 +18,7 @@ use std::process::{Command, Stdio};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
+use lava_support::{on_board, LavaLeftovers};
 use support::{find_named, git, stopped_player_script, write_script, xtask, ScenarioText};
 
 use xrunbench_host::board::arch::Arch;
@@ -22,6 +26,7 @@ use xrunbench_host::lab::initramfs::{self, Sound, CONSOLE_PROMPT};
 use xrunbench_host::lab::kernel;
 use xrunbench_host::lava::server::{JobState, Server, ServerError, Token};
 use xrunbench_test_support::lava_lab::{LabDevice, LavaLab, TOKEN};
+use xrunbench_test_support::testboard::TestBoard;
 
 /// Debian's x86_64 kernel and a console initramfs with snd-dummy and the
 /// board binaries, written into `dir`.
@@ -600,5 +605,153 @@ fn a_bisection_through_the_lab_names_the_commit_that_stalls_the_player() {
     assert!(
         !all_text_under(&results).contains(TOKEN),
         "the token is in the results"
+    );
+}
+
+/// The lab's part of a job for its `ssh` devices: the device's console
+/// (the `minimal` boot over its ssh connection command; no deploy: see
+/// `LabDevice::ssh`), waiting for root's bash prompt on the board.
+const SSH_JOB: &str = "device_type: ssh\n\
+     timeouts:\n  job: {minutes: 10}\n  action: {minutes: 10}\n  connection: {minutes: 2}\n\
+     priority: medium\n\
+     visibility: public\n\
+     actions:\n\
+     - boot:\n    method: minimal\n    reset: false\n    prompts: ['root@']\n    timeout: {minutes: 2}\n";
+
+/// What the product's interactive test writes on a device, which it must
+/// remove again (a board reached over SSH keeps its /tmp).
+const PRODUCT_ON_BOARD: &[&str] = &[
+    "/tmp/xrunbench-run.b64",
+    "/tmp/xrunbench-run.sh",
+    "/tmp/xrunbench",
+];
+
+/// The SSH test board as a lab device: a scenario runs on it through
+/// LAVA's ssh deploy and boot, its host key checked against the board's
+/// known_hosts, every record comes back and nothing is left on the board.
+/// The same board behind a wrong known_hosts is never reached: the job
+/// ends Incomplete, is submitted again, ends Incomplete again, and the
+/// run says so (exit 1). One lab for both: its start is the slow part.
+#[test]
+fn the_ssh_test_board_as_a_lab_device_runs_a_scenario_and_a_wrong_host_key_never_reaches_it() {
+    xrunbench_test_support::skip_unless_root!();
+    let dir = tempfile::tempdir().unwrap();
+    // The board's sessions find the built board binaries, as a board
+    // with them installed would.
+    let bins = xrunbench_test_support::boards::bin_dir();
+    let board = TestBoard::start_with(&format!("SetEnv XRUNBENCH_BIN_DIR={}", bins.display()))
+        .expect("the test board (a private sshd) starts");
+    let wrong = board.wrong_known_hosts().unwrap();
+    // The lab's jobs are numbered from 1: the good run's, then the wrong
+    // device's two tries.
+    let leftovers = LavaLeftovers::of_jobs(1..=3);
+    let lab = LavaLab::start(&[
+        LabDevice::ssh("ssh01", &board),
+        LabDevice::ssh_checked_against("ssh02", &board, &wrong),
+    ])
+    .unwrap_or_else(|e| panic!("{e}"));
+    // One device at a time takes the jobs: the wrong one waits.
+    lab.set_health("ssh02", "MAINTENANCE")
+        .unwrap_or_else(|e| panic!("{e}"));
+    let job = dir.path().join("ssh-job.yaml");
+    std::fs::write(&job, SSH_JOB).unwrap();
+    let token = dir.path().join("token");
+    std::fs::write(&token, format!("{TOKEN}\n")).unwrap();
+    let s = ScenarioText::plain_and_nice("labssh", "other:5").write(dir.path());
+
+    let started = Instant::now();
+    let results = dir.path().join("results");
+    let out = run_on_lab(&s, &lab.url(), &job, &token, &results, &[]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    eprintln!("ssh01 run: {:.0?}", started.elapsed());
+    assert!(
+        out.status.success(),
+        "{stdout}\n{stderr}\njob 1's log: {}",
+        server(&lab).log(1).unwrap_or_default()
+    );
+    assert_every_record_on(&results, "ssh01", &stdout);
+    for p in PRODUCT_ON_BOARD {
+        assert!(!Path::new(p).exists(), "{p} left on the board");
+    }
+    // No LAVA overlay either: the job deploys nothing.
+    assert!(on_board(1).is_empty(), "job 1 left {:?}", on_board(1));
+
+    // The same board, a wrong key known: never reached.
+    lab.set_health("ssh01", "MAINTENANCE")
+        .unwrap_or_else(|e| panic!("{e}"));
+    lab.set_health("ssh02", "GOOD")
+        .unwrap_or_else(|e| panic!("{e}"));
+    let started = Instant::now();
+    let results = dir.path().join("results-wrong");
+    let out = run_on_lab(&s, &lab.url(), &job, &token, &results, &[]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    eprintln!("ssh02 run: {:.0?}", started.elapsed());
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{stderr}\nworker log: {}",
+        lab.log("worker")
+    );
+    assert!(
+        stderr.contains("job 2 ended Incomplete: the lab's failure, not a verdict"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("job 3 ended Incomplete (2 tries)"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("no trial record came back"), "{stderr}");
+    assert!(find_named(&results, "run.json").is_empty(), "{stderr}");
+    for id in [2, 3] {
+        assert!(on_board(id).is_empty(), "job {id} reached the board");
+        let job = server(&lab).job(u64::from(id)).unwrap();
+        assert_eq!(job.actual_device.as_deref(), Some("ssh02"));
+        // Refused by ssh for its key, in ssh's words, not for anything else.
+        let log = server(&lab).log(u64::from(id)).unwrap();
+        assert!(
+            log.contains("REMOTE HOST IDENTIFICATION HAS CHANGED")
+                || log.contains("Host key verification failed"),
+            "job {id}: ssh did not refuse the key: {log}"
+        );
+    }
+    for p in PRODUCT_ON_BOARD {
+        assert!(!Path::new(p).exists(), "{p} on the board");
+    }
+    drop(lab);
+    drop(leftovers);
+    for id in 1..=3 {
+        assert!(
+            on_board(id).is_empty(),
+            "job {id}'s deploy left on the board"
+        );
+    }
+}
+
+/// One run directory under `results`, its target naming `device` alone,
+/// every trial of `ScenarioText::plain_and_nice` back and measured, the
+/// run completed.
+#[track_caller]
+fn assert_every_record_on(results: &Path, device: &str, stdout: &str) {
+    let runs = find_named(results, "run.json");
+    assert_eq!(runs.len(), 1, "{stdout}");
+    let run: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&runs[0]).unwrap()).unwrap();
+    let target = run["target"].as_str().unwrap();
+    assert_eq!(target.matches(" on ").count(), 1, "{target}");
+    assert!(target.contains(&format!(" on {device} (")), "{target}");
+    let trials = runs[0].parent().unwrap().join("trials");
+    for stem in ["plain-1", "plain-2", "nice-1", "nice-2"] {
+        let record: serde_json::Value = serde_json::from_str(
+            &std::fs::read_to_string(trials.join(format!("{stem}.json"))).unwrap(),
+        )
+        .unwrap();
+        assert_eq!(record["trial"]["config"], stem.split('-').next().unwrap());
+        assert!(record["player"].is_object(), "{stem}: {record}");
+    }
+    assert!(
+        run["outcome"].to_string().contains("completed"),
+        "{}",
+        run["outcome"]
     );
 }
