@@ -650,6 +650,8 @@ fn the_ssh_test_board_as_a_lab_device_runs_a_scenario_and_a_wrong_host_key_never
         LabDevice::ssh_checked_against("ssh02", &board, &wrong),
     ])
     .unwrap_or_else(|e| panic!("{e}"));
+    assert_host_keys_checked(&lab, "ssh01", &board.known_hosts());
+    assert_host_keys_checked(&lab, "ssh02", &wrong);
     // One device at a time takes the jobs: the wrong one waits.
     lab.set_health("ssh02", "MAINTENANCE")
         .unwrap_or_else(|e| panic!("{e}"));
@@ -753,5 +755,36 @@ fn assert_every_record_on(results: &Path, device: &str, stdout: &str) {
         run["outcome"].to_string().contains("completed"),
         "{}",
         run["outcome"]
+    );
+}
+
+/// The server's own rendering of `device`'s dictionary: the ssh and scp
+/// of its deploy and boot `ssh` methods check the key against
+/// `known_hosts` (our options come before the `StrictHostKeyChecking=no`
+/// the dispatcher appends), and so does its console.
+#[track_caller]
+fn assert_host_keys_checked(lab: &LavaLab, device: &str, known_hosts: &Path) {
+    let config = lab
+        .manage(&[
+            "shell",
+            "-c",
+            &format!(
+                "import json; from lava_scheduler_app.models import Device; \
+             c = Device.objects.get(hostname='{device}').load_configuration(); \
+             print(json.dumps([c['actions']['deploy']['methods']['ssh']['options'], \
+             c['commands']['connect']]))"
+            ),
+        ])
+        .unwrap_or_else(|e| panic!("{e}"));
+    let (options, console): (Vec<String>, String) = serde_json::from_str(config.trim()).unwrap();
+    let known = format!("UserKnownHostsFile={}", known_hosts.display());
+    assert_eq!(
+        options[..4],
+        ["-o", "StrictHostKeyChecking=yes", "-o", known.as_str()],
+        "{options:?}"
+    );
+    assert!(
+        console.starts_with(&format!("ssh -o StrictHostKeyChecking=yes -o {known} ")),
+        "{console}"
     );
 }
