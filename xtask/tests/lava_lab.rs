@@ -626,9 +626,11 @@ const PRODUCT_ON_BOARD: &[&str] = &[
     "/tmp/xrunbench",
 ];
 
-/// The SSH test board as a lab device: a scenario runs on it through
-/// LAVA's ssh deploy and boot, its host key checked against the board's
-/// known_hosts, every record comes back and nothing is left on the board.
+/// The SSH test board as a lab device: a scenario runs on it through the
+/// device's console (LAVA's `minimal` boot over an ssh connection command;
+/// LAVA's ssh deploy needs a lava-test-shell test, which `run --lava` does
+/// not add), its host key checked against the board's known_hosts, every
+/// record comes back and nothing is left on the board.
 /// The same board behind a wrong known_hosts is never reached: the job
 /// ends Incomplete, is submitted again, ends Incomplete again, and the
 /// run says so (exit 1). One lab for both: its start is the slow part.
