@@ -194,20 +194,7 @@ fn a_scenario_submitted_to_the_lab_runs_on_both_devices_at_once_and_comes_back_a
         "{stdout}"
     );
     // Every trial came back measured, and the table has both columns.
-    let trials = runs[0].parent().unwrap().join("trials");
-    for stem in ["plain-1", "plain-2", "fifo-1", "fifo-2"] {
-        let record: serde_json::Value = serde_json::from_str(
-            &std::fs::read_to_string(trials.join(format!("{stem}.json"))).unwrap(),
-        )
-        .unwrap();
-        assert_eq!(record["trial"]["config"], stem.split('-').next().unwrap());
-        assert!(record["player"].is_object(), "{stem}: {record}");
-    }
-    assert!(
-        run["outcome"].to_string().contains("completed"),
-        "{}",
-        run["outcome"]
-    );
+    assert_trials_back(&runs[0], &run, &["plain-1", "plain-2", "fifo-1", "fifo-2"]);
     let table = stdout
         .lines()
         .find(|l| l.contains("plain") && l.contains("fifo"))
@@ -744,8 +731,15 @@ fn assert_every_record_on(results: &Path, device: &str, stdout: &str) {
     let target = run["target"].as_str().unwrap();
     assert_eq!(target.matches(" on ").count(), 1, "{target}");
     assert!(target.contains(&format!(" on {device} (")), "{target}");
-    let trials = runs[0].parent().unwrap().join("trials");
-    for stem in ["plain-1", "plain-2", "nice-1", "nice-2"] {
+    assert_trials_back(&runs[0], &run, &["plain-1", "plain-2", "nice-1", "nice-2"]);
+}
+
+/// Every trial of `stems` has its record beside `run_json` (its run,
+/// `run`), of its configuration and measured; the run completed.
+#[track_caller]
+fn assert_trials_back(run_json: &Path, run: &serde_json::Value, stems: &[&str]) {
+    let trials = run_json.parent().unwrap().join("trials");
+    for stem in stems {
         let record: serde_json::Value = serde_json::from_str(
             &std::fs::read_to_string(trials.join(format!("{stem}.json"))).unwrap(),
         )
