@@ -356,6 +356,14 @@ mod tests {
                 "target.trial_timeout: not with `lava`",
             ),
             (
+                format!("lava = {{ {lab} }}\nretries = 101"),
+                "target.retries: 101 is more than 100",
+            ),
+            (
+                format!("lava = {{ {lab} }}\ndeploy = \" \""),
+                "target.deploy: must be a shell command",
+            ),
+            (
                 format!("lava = {{ {lab}, devices = 0 }}"),
                 "target.lava.devices: 0: expected at least 1",
             ),

@@ -155,7 +155,7 @@ pub(super) fn resolve_lava(
     base_dir: &Path,
 ) -> Result<LavaTarget, (&'static str, String)> {
     let l = t.lava.as_ref().expect("a [target] with lava");
-    for (key, given) in [
+    let board_keys = [
         ("ssh", t.ssh.is_some()),
         ("vm", t.vm.is_some()),
         ("port", t.port.is_some()),
@@ -169,15 +169,11 @@ pub(super) fn resolve_lava(
         ("reconnect_timeout", t.reconnect_timeout.is_some()),
         ("power_cycle", t.power_cycle.is_some()),
         ("boot_timeout", t.boot_timeout.is_some()),
-    ] {
-        if given {
-            return Err((
-                key,
-                "not with `lava`: the lab's job file says how its devices are reached and booted"
-                    .into(),
-            ));
-        }
-    }
+    ];
+    refuse_given(
+        &board_keys,
+        "not with `lava`: the lab's job file says how its devices are reached and booted",
+    )?;
     if l.token.is_some() {
         return Err((
             "lava.token",
@@ -200,15 +196,7 @@ pub(super) fn resolve_lava(
     if devices == 0 {
         return Err(("lava.devices", "0: expected at least 1".into()));
     }
-    let retries = t.retries.unwrap_or(DEFAULT_RETRIES);
-    if retries > 100 {
-        return Err(("retries", format!("{retries} is more than 100")));
-    }
-    for (key, cmd) in [("deploy", &t.deploy), ("expect_kernel", &t.expect_kernel)] {
-        if let Some(c) = cmd {
-            check_command(c).map_err(|m| (key, m))?;
-        }
-    }
+    check_step_keys(t)?;
     Ok(LavaTarget {
         lab: crate::lava::submit::LavaTargetArgs {
             lava: Some(l.url.trim().to_string()),
@@ -218,8 +206,31 @@ pub(super) fn resolve_lava(
         },
         deploy: t.deploy.clone(),
         expect_kernel: t.expect_kernel.clone(),
-        retries,
+        retries: t.retries.unwrap_or(DEFAULT_RETRIES),
     })
+}
+
+/// The first of `keys` (name, whether given) that is given, refused with
+/// `why`.
+fn refuse_given(keys: &[(&'static str, bool)], why: &str) -> Result<(), (&'static str, String)> {
+    match keys.iter().find(|(_, given)| *given) {
+        Some((key, _)) => Err((key, why.to_string())),
+        None => Ok(()),
+    }
+}
+
+/// The keys of `[target]` a bisect step uses on any target (`retries`,
+/// `deploy`, `expect_kernel`) checked; an error names the key.
+fn check_step_keys(t: &TargetSpec) -> Result<(), (&'static str, String)> {
+    if let Some(r) = t.retries.filter(|r| *r > 100) {
+        return Err(("retries", format!("{r} is more than 100")));
+    }
+    for (key, cmd) in [("deploy", &t.deploy), ("expect_kernel", &t.expect_kernel)] {
+        if let Some(c) = cmd {
+            check_command(c).map_err(|m| (key, m))?;
+        }
+    }
+    Ok(())
 }
 
 /// `[target]` with its defaults; an error names the key.
@@ -248,18 +259,14 @@ pub(super) fn resolve_target(
             SshTarget::with_defaults(ssh, duration, warmup).map_err(|m| ("ssh", m))?
         }
         (None, Some(vm)) => {
-            for (key, given) in [
-                ("port", t.port.is_some()),
-                ("identity", t.identity.is_some()),
-                ("known_hosts", t.known_hosts.is_some()),
-            ] {
-                if given {
-                    return Err((
-                        key,
-                        "the VM lab sets it (its own port, key and host key)".into(),
-                    ));
-                }
-            }
+            refuse_given(
+                &[
+                    ("port", t.port.is_some()),
+                    ("identity", t.identity.is_some()),
+                    ("known_hosts", t.known_hosts.is_some()),
+                ],
+                "the VM lab sets it (its own port, key and host key)",
+            )?;
             let settings =
                 crate::lab::vm::VmSettings::resolve(vm, base_dir).map_err(|(k, m)| {
                     (
@@ -358,10 +365,8 @@ fn apply_trial_and_boot_keys(
         }
         out.trial_timeout = tt;
     }
+    check_step_keys(t)?;
     if let Some(r) = t.retries {
-        if r > 100 {
-            return Err(("retries", format!("{r} is more than 100")));
-        }
         out.retries = r;
     }
     if let Some(r) = t.reconnect_timeout {
@@ -377,7 +382,6 @@ fn apply_trial_and_boot_keys(
         out.power_cycle = Some(c.clone());
     }
     if let Some(d) = &t.deploy {
-        check_command(d).map_err(|m| ("deploy", m))?;
         out.deploy = Some(d.clone());
     }
     if let Some(b) = t.boot_timeout {
@@ -387,7 +391,6 @@ fn apply_trial_and_boot_keys(
         out.boot_timeout = b;
     }
     if let Some(k) = &t.expect_kernel {
-        check_command(k).map_err(|m| ("expect_kernel", m))?;
         out.expect_kernel = Some(k.clone());
     }
     Ok(())
