@@ -9,13 +9,21 @@
 //! each and lose nothing. The SSH test board is a device too (type `ssh`):
 //! a scenario runs on it with its host key checked, and behind a wrong
 //! known_hosts it is never reached.
+//!
+//! One lab for the whole binary, started by the first test that needs it
+//! and torn down by `main` when the last has run (its start and teardown
+//! were most of a test's time, and the lab's lock let only one lab run at
+//! a time anyway): this binary has its own harness (libtest-mimic, the
+//! same command line and output as libtest's) so that `main` owns the lab.
+//! The tests run one at a time, each on the devices it needs put in the
+//! health it needs, and read job ids from the server, never assuming them.
 
 mod lava_support;
 mod support;
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::sync::OnceLock;
+use std::process::{Child, Command, ExitCode, Stdio};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use lava_support::{on_board, LavaLeftovers};
@@ -105,6 +113,190 @@ fn server(lab: &LavaLab) -> Server {
     Server::new(&lab.url(), Some(Token::new(TOKEN).unwrap())).unwrap()
 }
 
+/// A test of this binary: what it needs of the lab, it asks the fixture.
+type LabTest = fn(&Fixture);
+
+/// The tests, in the order they run.
+const TESTS: [(&str, LabTest); 5] = [
+    (
+        "a_scenario_submitted_to_the_lab_runs_on_both_devices_at_once_and_comes_back_as_a_table",
+        a_scenario_submitted_to_the_lab_runs_on_both_devices_at_once_and_comes_back_as_a_table,
+    ),
+    (
+        "lab_faults_are_one_line_each_and_lose_nothing",
+        lab_faults_are_one_line_each_and_lose_nothing,
+    ),
+    (
+        "a_device_taken_offline_mid_run_with_its_job_canceled_costs_no_trial",
+        a_device_taken_offline_mid_run_with_its_job_canceled_costs_no_trial,
+    ),
+    (
+        "a_bisection_through_the_lab_names_the_commit_that_stalls_the_player",
+        a_bisection_through_the_lab_names_the_commit_that_stalls_the_player,
+    ),
+    (
+        "the_ssh_test_board_as_a_lab_device_runs_a_scenario_and_a_wrong_host_key_never_reaches_it",
+        the_ssh_test_board_as_a_lab_device_runs_a_scenario_and_a_wrong_host_key_never_reaches_it,
+    ),
+];
+
+/// libtest's command line and output (libtest-mimic), the tests one at a
+/// time, and the shared lab torn down before the exit status is given —
+/// whether the tests passed, failed or panicked (a panic is caught and
+/// reported as the test's failure, as libtest does).
+fn main() -> ExitCode {
+    let mut args = libtest_mimic::Arguments::from_args();
+    // One at a time: they share the lab's devices and set their health.
+    args.test_threads = Some(1);
+    let fixture = Arc::new(Fixture::default());
+    let trials = TESTS
+        .into_iter()
+        .map(|(name, test)| {
+            let fixture = Arc::clone(&fixture);
+            libtest_mimic::Trial::test(name, move || {
+                // Said, as libtest does not: the lab's start is in the
+                // first test's time.
+                let started = Instant::now();
+                test(&fixture);
+                eprintln!("{name}: {:.0?}", started.elapsed());
+                Ok(())
+            })
+        })
+        .collect();
+    let conclusion = libtest_mimic::run(&args, trials);
+    fixture.tear_down();
+    conclusion.exit_code()
+}
+
+/// What the tests share: the lab, started by the first test that asks
+/// for it (a run of tests that need none starts none), or why it could
+/// not start (said by every test that asks).
+#[derive(Default)]
+struct Fixture {
+    lab: Mutex<Option<Result<SharedLab, String>>>,
+}
+
+/// The lab the tests share: two QEMU devices, `qemu01` and `qemu02`, and,
+/// as root, the SSH test board as two `ssh` devices: `ssh01`, and `ssh02`
+/// behind a wrong known_hosts.
+struct SharedLab {
+    // Declared first: torn down before the board its devices reach.
+    lab: LavaLab,
+    board: Option<SshBoard>,
+}
+
+/// The SSH test board and a known_hosts that names another key for it.
+struct SshBoard {
+    board: TestBoard,
+    wrong_known_hosts: PathBuf,
+}
+
+impl SharedLab {
+    fn start() -> Result<SharedLab, String> {
+        let mut devices = vec![LabDevice::qemu("qemu01"), LabDevice::qemu("qemu02")];
+        // The board is a private sshd: root's (the SSH test skips without).
+        let board = if xrunbench_test_support::is_root() {
+            // The board's sessions find the built board binaries, as a
+            // board with them installed would.
+            let bins = xrunbench_test_support::boards::bin_dir();
+            let board =
+                TestBoard::start_with(&format!("SetEnv XRUNBENCH_BIN_DIR={}", bins.display()))
+                    .map_err(|e| format!("the test board (a private sshd): {e}"))?;
+            let wrong = board
+                .wrong_known_hosts()
+                .map_err(|e| format!("the test board's wrong known_hosts: {e}"))?;
+            devices.push(LabDevice::ssh("ssh01", &board));
+            devices.push(LabDevice::ssh_checked_against("ssh02", &board, &wrong));
+            Some(SshBoard {
+                board,
+                wrong_known_hosts: wrong,
+            })
+        } else {
+            None
+        };
+        let lab = LavaLab::start(&devices).map_err(|e| e.to_string())?;
+        Ok(SharedLab { lab, board })
+    }
+}
+
+impl Fixture {
+    /// The lab, started if no test has yet; held until the guard is
+    /// dropped.
+    fn lab(&self) -> LabInUse<'_> {
+        let mut guard = self.lab.lock().unwrap_or_else(|e| e.into_inner());
+        if let Err(e) = guard.get_or_insert_with(SharedLab::start) {
+            panic!("the lab did not start: {e}");
+        }
+        LabInUse(guard)
+    }
+
+    /// [`Fixture::lab`] with both QEMU devices Good: a test before may
+    /// have taken one offline. (The server says which are not: each
+    /// `manage` call is a Django start of its own, seconds.)
+    fn qemu_lab(&self) -> LabInUse<'_> {
+        let lab = self.lab();
+        let devices = server(&lab).devices(Some("qemu")).unwrap();
+        assert_eq!(devices.len(), 2, "{devices:?}");
+        for d in devices.iter().filter(|d| d.health != "Good") {
+            lab.set_health(&d.hostname, "GOOD")
+                .unwrap_or_else(|e| panic!("{e}"));
+        }
+        lab
+    }
+
+    /// Tears the lab down (if a test started it).
+    fn tear_down(&self) {
+        drop(self.lab.lock().unwrap_or_else(|e| e.into_inner()).take());
+    }
+}
+
+/// The started lab, one test's while it holds it.
+struct LabInUse<'a>(std::sync::MutexGuard<'a, Option<Result<SharedLab, String>>>);
+
+impl LabInUse<'_> {
+    fn shared(&self) -> &SharedLab {
+        match self.0.as_ref() {
+            Some(Ok(shared)) => shared,
+            _ => unreachable!("Fixture::lab hands out only a started lab"),
+        }
+    }
+
+    /// The SSH test board its `ssh` devices reach (root's lab has one).
+    fn ssh_board(&self) -> &SshBoard {
+        self.shared()
+            .board
+            .as_ref()
+            .expect("the lab has ssh devices when the tests run as root")
+    }
+}
+
+impl std::ops::Deref for LabInUse<'_> {
+    type Target = LavaLab;
+    fn deref(&self) -> &LavaLab {
+        &self.shared().lab
+    }
+}
+
+/// The id the lab's next job gets: the server numbers its jobs 1, 2, …,
+/// and the tests before this one have submitted some.
+fn next_job_id(lab: &LavaLab) -> u64 {
+    let server = server(lab);
+    (1..).find(|&id| server.job(id).is_err()).unwrap()
+}
+
+/// A child killed and reaped if the test ends (fails) before waiting for
+/// it: a run left going would keep submitting to the shared lab.
+struct Reaped(Option<Child>);
+
+impl Drop for Reaped {
+    fn drop(&mut self) {
+        if let Some(child) = &mut self.0 {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
 /// Every file under `dir`, read (lossily) as text.
 fn all_text_under(dir: &Path) -> String {
     let mut out = String::new();
@@ -127,8 +319,9 @@ fn walk(dir: &Path) -> Vec<PathBuf> {
     out
 }
 
-#[test]
-fn a_scenario_submitted_to_the_lab_runs_on_both_devices_at_once_and_comes_back_as_a_table() {
+fn a_scenario_submitted_to_the_lab_runs_on_both_devices_at_once_and_comes_back_as_a_table(
+    fixture: &Fixture,
+) {
     let dir = tempfile::tempdir().unwrap();
     let LabFiles {
         job,
@@ -136,8 +329,7 @@ fn a_scenario_submitted_to_the_lab_runs_on_both_devices_at_once_and_comes_back_a
         results,
         ..
     } = lab_files(dir.path());
-    let lab = LavaLab::start(&[LabDevice::qemu("qemu01"), LabDevice::qemu("qemu02")])
-        .unwrap_or_else(|e| panic!("{e}"));
+    let lab = fixture.qemu_lab();
     // Two configurations × two trials of 2 s through the guest's snd-dummy
     // card: each device runs trial 1 (or 2) of both, interleaved. The lab is
     // the scenario's own `[target] lava` (the other tests give it on the
@@ -276,8 +468,7 @@ fn refused(out: &std::process::Output, code: i32, words: &[&str], results: &Path
     assert!(find_named(results, "run.json").is_empty(), "{stderr}");
 }
 
-#[test]
-fn lab_faults_are_one_line_each_and_lose_nothing() {
+fn lab_faults_are_one_line_each_and_lose_nothing(fixture: &Fixture) {
     let dir = tempfile::tempdir().unwrap();
     let LabFiles {
         kernel,
@@ -300,8 +491,7 @@ fn lab_faults_are_one_line_each_and_lose_nothing() {
     let out = run_on_lab(&s, &nobody, &job, &token, &results, &[]);
     refused(&out, 1, &["cannot reach", &nobody], &results);
 
-    let lab = LavaLab::start(&[LabDevice::qemu("qemu01"), LabDevice::qemu("qemu02")])
-        .unwrap_or_else(|e| panic!("{e}"));
+    let lab = fixture.qemu_lab();
     let url = lab.url();
     // A wrong token: refused, and never said.
     let wrong = dir.path().join("wrong-token");
@@ -370,8 +560,7 @@ fn lab_faults_are_one_line_each_and_lose_nothing() {
     assert!(find_named(&results, "run.json").is_empty(), "{stderr}");
 }
 
-#[test]
-fn a_device_taken_offline_mid_run_with_its_job_canceled_costs_no_trial() {
+fn a_device_taken_offline_mid_run_with_its_job_canceled_costs_no_trial(fixture: &Fixture) {
     let dir = tempfile::tempdir().unwrap();
     let LabFiles {
         job,
@@ -380,18 +569,21 @@ fn a_device_taken_offline_mid_run_with_its_job_canceled_costs_no_trial() {
         ..
     } = lab_files(dir.path());
     let s = small_scenario(dir.path(), 2);
-    let lab = LavaLab::start(&[LabDevice::qemu("qemu01"), LabDevice::qemu("qemu02")])
-        .unwrap_or_else(|e| panic!("{e}"));
+    let lab = fixture.qemu_lab();
     let server = server(&lab);
-    let child = lab_run_command(&s, &lab.url(), &job, &token, &results)
-        .args(["--lava-devices", "2"])
-        .spawn()
-        .unwrap();
+    // The run's two jobs are the lab's next two.
+    let first = next_job_id(&lab);
+    let mut child = Reaped(Some(
+        lab_run_command(&s, &lab.url(), &job, &token, &results)
+            .args(["--lava-devices", "2"])
+            .spawn()
+            .unwrap(),
+    ));
     // When a job runs on qemu02: the device goes to maintenance and its
     // job is canceled, as a lab admin does.
     let deadline = Instant::now() + Duration::from_secs(1200);
     let victim = loop {
-        let running = (1..=2).find_map(|id| {
+        let running = (first..first + 2).find_map(|id| {
             let j = server.job(id).ok()?;
             (j.state == JobState::Running && j.actual_device.as_deref() == Some("qemu02"))
                 .then_some(id)
@@ -405,7 +597,7 @@ fn a_device_taken_offline_mid_run_with_its_job_canceled_costs_no_trial() {
     lab.set_health("qemu02", "MAINTENANCE")
         .unwrap_or_else(|e| panic!("{e}"));
     server.cancel(victim).unwrap();
-    let out = child.wait_with_output().unwrap();
+    let out = child.0.take().unwrap().wait_with_output().unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stdout}\n{stderr}");
@@ -533,8 +725,7 @@ fn bisect_tree(dir: &Path) -> BisectTree {
     }
 }
 
-#[test]
-fn a_bisection_through_the_lab_names_the_commit_that_stalls_the_player() {
+fn a_bisection_through_the_lab_names_the_commit_that_stalls_the_player(fixture: &Fixture) {
     let dir = tempfile::tempdir().unwrap();
     let BisectTree {
         repo,
@@ -546,8 +737,7 @@ fn a_bisection_through_the_lab_names_the_commit_that_stalls_the_player() {
     } = bisect_tree(dir.path());
     let token = dir.path().join("token");
     std::fs::write(&token, TOKEN).unwrap();
-    let lab = LavaLab::start(&[LabDevice::qemu("qemu01"), LabDevice::qemu("qemu02")])
-        .unwrap_or_else(|e| panic!("{e}"));
+    let lab = fixture.qemu_lab();
     let results = dir.path().join("results");
     let out = xtask()
         .current_dir(&repo)
@@ -621,28 +811,27 @@ const PRODUCT_ON_BOARD: &[&str] = &[
 /// The same board behind a wrong known_hosts is never reached: the job
 /// ends Incomplete, is submitted again, ends Incomplete again, and the
 /// run says so (exit 1). One lab for both: its start is the slow part.
-#[test]
-fn the_ssh_test_board_as_a_lab_device_runs_a_scenario_and_a_wrong_host_key_never_reaches_it() {
+fn the_ssh_test_board_as_a_lab_device_runs_a_scenario_and_a_wrong_host_key_never_reaches_it(
+    fixture: &Fixture,
+) {
     xrunbench_test_support::skip_unless_root!();
     let dir = tempfile::tempdir().unwrap();
-    // The board's sessions find the built board binaries, as a board
-    // with them installed would.
-    let bins = xrunbench_test_support::boards::bin_dir();
-    let board = TestBoard::start_with(&format!("SetEnv XRUNBENCH_BIN_DIR={}", bins.display()))
-        .expect("the test board (a private sshd) starts");
-    let wrong = board.wrong_known_hosts().unwrap();
-    // The lab's jobs are numbered from 1: the good run's, then the wrong
-    // device's two tries.
-    let leftovers = LavaLeftovers::of_jobs(1..=3);
-    let lab = LavaLab::start(&[
-        LabDevice::ssh("ssh01", &board),
-        LabDevice::ssh_checked_against("ssh02", &board, &wrong),
-    ])
-    .unwrap_or_else(|e| panic!("{e}"));
+    let lab = fixture.lab();
+    let SshBoard {
+        board,
+        wrong_known_hosts: wrong,
+    } = lab.ssh_board();
+    // The lab's next three jobs: the good run's, then the wrong device's
+    // two tries.
+    let first = u32::try_from(next_job_id(&lab)).unwrap();
+    let ids = [first, first + 1, first + 2];
+    let leftovers = LavaLeftovers::of_jobs(ids);
     assert_host_keys_checked(&lab, "ssh01", &board.known_hosts());
-    assert_host_keys_checked(&lab, "ssh02", &wrong);
+    assert_host_keys_checked(&lab, "ssh02", wrong);
     // One device at a time takes the jobs: the wrong one waits.
     lab.set_health("ssh02", "MAINTENANCE")
+        .unwrap_or_else(|e| panic!("{e}"));
+    lab.set_health("ssh01", "GOOD")
         .unwrap_or_else(|e| panic!("{e}"));
     let job = dir.path().join("ssh-job.yaml");
     std::fs::write(&job, SSH_JOB).unwrap();
@@ -658,15 +847,19 @@ fn the_ssh_test_board_as_a_lab_device_runs_a_scenario_and_a_wrong_host_key_never
     eprintln!("ssh01 run: {:.0?}", started.elapsed());
     assert!(
         out.status.success(),
-        "{stdout}\n{stderr}\njob 1's log: {}",
-        server(&lab).log(1).unwrap_or_default()
+        "{stdout}\n{stderr}\njob {first}'s log: {}",
+        server(&lab).log(u64::from(first)).unwrap_or_default()
     );
     assert_every_record_on(&results, "ssh01", &stdout);
     for p in PRODUCT_ON_BOARD {
         assert!(!Path::new(p).exists(), "{p} left on the board");
     }
     // No LAVA overlay either: the job deploys nothing.
-    assert!(on_board(1).is_empty(), "job 1 left {:?}", on_board(1));
+    assert!(
+        on_board(first).is_empty(),
+        "job {first} left {:?}",
+        on_board(first)
+    );
 
     // The same board, a wrong key known: never reached.
     lab.set_health("ssh01", "MAINTENANCE")
@@ -685,16 +878,19 @@ fn the_ssh_test_board_as_a_lab_device_runs_a_scenario_and_a_wrong_host_key_never
         lab.log("worker")
     );
     assert!(
-        stderr.contains("job 2 ended Incomplete: the lab's failure, not a verdict"),
+        stderr.contains(&format!(
+            "job {} ended Incomplete: the lab's failure, not a verdict",
+            ids[1]
+        )),
         "{stderr}"
     );
     assert!(
-        stderr.contains("job 3 ended Incomplete (2 tries)"),
+        stderr.contains(&format!("job {} ended Incomplete (2 tries)", ids[2])),
         "{stderr}"
     );
     assert!(stderr.contains("no trial record came back"), "{stderr}");
     assert!(find_named(&results, "run.json").is_empty(), "{stderr}");
-    for id in [2, 3] {
+    for id in [ids[1], ids[2]] {
         assert!(on_board(id).is_empty(), "job {id} reached the board");
         let job = server(&lab).job(u64::from(id)).unwrap();
         assert_eq!(job.actual_device.as_deref(), Some("ssh02"));
@@ -709,9 +905,8 @@ fn the_ssh_test_board_as_a_lab_device_runs_a_scenario_and_a_wrong_host_key_never
     for p in PRODUCT_ON_BOARD {
         assert!(!Path::new(p).exists(), "{p} on the board");
     }
-    drop(lab);
     drop(leftovers);
-    for id in 1..=3 {
+    for id in ids {
         assert!(
             on_board(id).is_empty(),
             "job {id}'s deploy left on the board"

@@ -226,7 +226,7 @@ impl LavaLeftovers {
         LavaLeftovers::of_jobs([job_id])
     }
 
-    /// [`LavaLeftovers::new`] for several jobs (a lab's, numbered from 1):
+    /// [`LavaLeftovers::new`] for several jobs (a lab's, by their ids):
     /// one guard, since the lock it holds is taken once.
     pub fn of_jobs(job_ids: impl IntoIterator<Item = u32>) -> Self {
         static LAVA: std::sync::Mutex<()> = std::sync::Mutex::new(());
