@@ -78,6 +78,19 @@ fn lint_steps() -> Result<()> {
         clippy.args(["--", "-D", "warnings"]);
         steps.push((format!("clippy, {label}"), clippy));
     }
+    // Not in --all-targets (`test = false`, see KERNEL_BISECT); it uses
+    // no player feature.
+    let mut kernel = cargo();
+    kernel.args([
+        "clippy",
+        "--workspace",
+        "--test",
+        KERNEL_BISECT,
+        "--",
+        "-D",
+        "warnings",
+    ]);
+    steps.push((format!("clippy, {KERNEL_BISECT}"), kernel));
     // The fuzz targets are not in the workspace (libFuzzer wants nightly's
     // flags to run), so nothing else here would notice that they stopped
     // compiling; they compile on stable.
@@ -128,6 +141,9 @@ pub fn run(args: &TestArgs) -> Result<ExitCode> {
     {
         return Ok(e.report());
     }
+    // Started before the lint so that it uses every idle moment of the
+    // lint, the build and the suite; dropped (stopped) on every way out.
+    let tree_ahead = KernelTreeAhead::start();
     lint_steps()?;
     let jack = xrunbench_test_support::servers::JackLeftovers::note();
     let skips = SkipLog::start()?;
@@ -152,6 +168,20 @@ pub fn run(args: &TestArgs) -> Result<ExitCode> {
         eprintln!("xtask test: {e:#}");
         failed.push("doc tests".to_string());
     }
+    // The real-kernel bisection last (see KERNEL_BISECT): by now the tree
+    // it builds on has been made and built in the idle moments above.
+    let mut kernel = cargo_test();
+    skips.configure(&mut kernel);
+    session.configure(&mut kernel);
+    kernel.args(["--test", KERNEL_BISECT]);
+    if !args.rest.is_empty() {
+        kernel.arg("--").args(&args.rest);
+    }
+    if let Err(e) = run_checked(&mut kernel) {
+        eprintln!("xtask test: {e:#}");
+        failed.push(format!("the {KERNEL_BISECT} test"));
+    }
+    drop(tree_ahead);
     failed.extend(board_stage(&board_arches())?);
     failed.extend(skips.finish());
     failed.extend(session.finish());
@@ -165,6 +195,100 @@ pub fn run(args: &TestArgs) -> Result<ExitCode> {
         bail!("failed: {}", failed.join("; "));
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The real-kernel bisection (`xtask/tests/kernel_bisect.rs`), the
+/// suite's longest test. Its target is `test = false` (xtask/Cargo.toml),
+/// so `--all-targets` leaves it out and the suite runs it on its own, last.
+const KERNEL_BISECT: &str = "kernel_bisect";
+
+/// `lab source --debian --build` in the background: the kernel tree the
+/// real-kernel bisection builds on, fetched, made and built (some four
+/// minutes of both CPUs) while the lint, the build and the rest of the
+/// suite run, at `SCHED_IDLE` — it gets a CPU only when nothing else
+/// wants it, so the tests beside it run as on an idle machine, less the
+/// caches. The bisection's own `lab source` waits for it (the tree's
+/// lock), then finds the tree built; if it failed, the bisection makes
+/// the tree itself and reports what went wrong. Its output goes to a log
+/// in the lab's cache; dropped, it is stopped (its process group) and
+/// reaped.
+struct KernelTreeAhead {
+    child: Option<std::process::Child>,
+}
+
+impl KernelTreeAhead {
+    /// Starts it; a start that fails is only said (the bisection then
+    /// makes the tree itself).
+    fn start() -> KernelTreeAhead {
+        let started = Self::spawn();
+        if let Err(e) = &started {
+            eprintln!("xtask test: the kernel tree is not made ahead: {e:#}");
+        }
+        KernelTreeAhead {
+            child: started.ok(),
+        }
+    }
+
+    fn spawn() -> Result<std::process::Child> {
+        use std::os::unix::process::CommandExt;
+        let dir = xrunbench_host::lab::kernel::cache_dir();
+        std::fs::create_dir_all(&dir)?;
+        let log_path = dir.join("source-ahead.log");
+        let log = std::fs::File::create(&log_path)
+            .with_context(|| format!("creating {}", log_path.display()))?;
+        let mut cmd = std::process::Command::new(std::env::current_exe()?);
+        cmd.args(["lab", "source", "--debian", "--build"])
+            .stdin(std::process::Stdio::null())
+            .stdout(log.try_clone()?)
+            .stderr(log)
+            .process_group(0);
+        // SAFETY: between fork and exec, only sched_setscheduler(2) on this
+        // process, async-signal-safe; make and the compilers inherit it.
+        unsafe {
+            cmd.pre_exec(|| {
+                let param = libc::sched_param { sched_priority: 0 };
+                if libc::sched_setscheduler(0, libc::SCHED_IDLE, &param) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+        let child = cmd
+            .spawn()
+            .context("starting `lab source --debian --build`")?;
+        eprintln!(
+            "xtask test: making and building the lab's kernel tree in the background \
+             (SCHED_IDLE; log: {})",
+            log_path.display()
+        );
+        Ok(child)
+    }
+}
+
+impl Drop for KernelTreeAhead {
+    fn drop(&mut self) {
+        let Some(mut child) = self.child.take() else {
+            return;
+        };
+        use xrunbench_host::target::hooks::{kill_group, wait_group_gone};
+        match child.try_wait() {
+            Ok(None) => {
+                // Not needed any more (a run without the bisection, or one
+                // that stopped early): a half-built tree is resumed by the
+                // next make, a half-made one swept by the next `lab source`.
+                kill_group(child.id(), libc::SIGTERM);
+                let _ = child.wait();
+                wait_group_gone(child.id());
+            }
+            Ok(Some(status)) if !status.success() => eprintln!(
+                "xtask test: making the kernel tree ahead failed ({status}): see {}",
+                xrunbench_host::lab::kernel::cache_dir()
+                    .join("source-ahead.log")
+                    .display()
+            ),
+            _ => {}
+        }
+    }
 }
 
 /// The skips of one suite run: every test that could not run appends a

@@ -46,6 +46,7 @@ use crate::compare::metrics::Metric;
 use crate::compare::table::Significance;
 use crate::results::{default_results_root, RunDir};
 use crate::run::{scenario, signals, TargetArgs};
+use crate::target::hooks::{kill_group, wait_group_gone};
 
 /// Culprit named and confirmed.
 const EXIT_CONFIRMED: u8 = 0;
@@ -608,7 +609,7 @@ fn git_bisect_run(b: &Bisection, baseline: &Path) -> Result<String, End> {
             }
         }
         if !forwarded && signals::stop_requested().is_some() {
-            signal_group(pgid, libc::SIGINT);
+            kill_group(pgid, libc::SIGINT);
             forwarded = true;
         }
     }
@@ -634,28 +635,6 @@ fn git_bisect_run(b: &Bisection, baseline: &Path) -> Result<String, End> {
             format!("git bisect run could not name one commit (commits skipped): {why}")
         })
     })
-}
-
-fn signal_group(pgid: u32, sig: i32) {
-    if let Ok(p) = libc::pid_t::try_from(pgid) {
-        // SAFETY: kill(2) on the process group we created.
-        unsafe {
-            libc::kill(-p, sig);
-        }
-    }
-}
-
-/// Waits until no process is left in group `pgid` (the step restoring
-/// the board's knobs after its trial stopped), at most a few minutes.
-fn wait_group_gone(pgid: u32) {
-    let Ok(p) = libc::pid_t::try_from(pgid) else {
-        return;
-    };
-    let end = Instant::now() + Duration::from_secs(180);
-    // SAFETY: kill(2) with signal 0 only checks for existence.
-    while unsafe { libc::kill(-p, 0) } == 0 && Instant::now() < end {
-        std::thread::sleep(Duration::from_millis(100));
-    }
 }
 
 /// `n` trials at the commit checked out in `tree` (a baseline, a

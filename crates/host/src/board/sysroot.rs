@@ -310,7 +310,7 @@ pub fn apt_state(arch: Arch, dir: &Path) -> Result<PathBuf> {
 
 /// An exclusive `flock` on `dir/xrunbench.lock` (the directory made if
 /// need be), waited for, held until the file is dropped.
-fn lock_dir(dir: &Path) -> Result<fs::File> {
+pub(crate) fn lock_dir(dir: &Path) -> Result<fs::File> {
     use std::os::fd::AsRawFd;
     fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     let path = dir.join("xrunbench.lock");

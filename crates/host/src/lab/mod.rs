@@ -58,6 +58,7 @@ pub fn make_once(dir: &Path, ready: &str, make: impl FnOnce(&Path) -> Result<()>
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
     std::fs::create_dir_all(parent)?;
+    sweep_dead_temporaries(parent, &name);
     let work = parent.join(format!(".{name}.tmp-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&work);
     let made = make(&work).and_then(|()| {
@@ -74,6 +75,29 @@ pub fn make_once(dir: &Path, ready: &str, make: impl FnOnce(&Path) -> Result<()>
     });
     let _ = std::fs::remove_dir_all(&work);
     made
+}
+
+/// Removes the temporaries of `name` in `parent` whose maker is gone (a
+/// make killed half-way: a kernel tree's is over a gigabyte); a living
+/// maker's is its own.
+fn sweep_dead_temporaries(parent: &Path, name: &str) {
+    let prefix = format!(".{name}.tmp-");
+    for entry in std::fs::read_dir(parent).into_iter().flatten().flatten() {
+        let file_name = entry.file_name();
+        let Some(pid) = file_name
+            .to_str()
+            .and_then(|n| n.strip_prefix(&prefix))
+            .and_then(|p| p.parse::<libc::pid_t>().ok())
+        else {
+            continue;
+        };
+        // SAFETY: kill(2) with signal 0 only checks for existence.
+        let alive = unsafe { libc::kill(pid, 0) } == 0
+            || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM);
+        if !alive {
+            let _ = std::fs::remove_dir_all(entry.path());
+        }
+    }
 }
 
 #[cfg(test)]
@@ -115,5 +139,32 @@ mod tests {
         })
         .unwrap();
         assert_eq!(std::fs::read_to_string(dir.join("ready")).unwrap(), "y");
+    }
+
+    #[test]
+    fn a_killed_makers_temporary_is_swept_and_a_living_ones_kept() {
+        let t = tempfile::tempdir().unwrap();
+        let dir = t.path().join("source/linux");
+        // A pid that is no process: a child of ours, reaped.
+        let mut gone = std::process::Command::new("true").spawn().unwrap();
+        gone.wait().unwrap();
+        let dead = t.path().join(format!("source/.linux.tmp-{}", gone.id()));
+        // A living one: our parent (the test harness' runner or a shell).
+        let living = t.path().join(format!(
+            "source/.linux.tmp-{}",
+            std::os::unix::process::parent_id()
+        ));
+        let other = t.path().join("source/.other.tmp-1");
+        for d in [&dead, &living, &other] {
+            std::fs::create_dir_all(d.join("half")).unwrap();
+        }
+        make_once(&dir, "ready", |w| {
+            std::fs::create_dir_all(w)?;
+            std::fs::write(w.join("ready"), "x")?;
+            Ok(())
+        })
+        .unwrap();
+        assert!(!dead.exists(), "a dead maker's temporary is left");
+        assert!(living.exists() && other.exists());
     }
 }

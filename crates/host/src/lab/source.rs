@@ -46,6 +46,12 @@ pub struct SourceArgs {
     /// so far).
     #[arg(long, required = true)]
     pub debian: bool,
+    /// Also build its kernel image as checked out (`make -jN bzImage`), so
+    /// that it is ready to boot. Another `lab source` meanwhile waits until
+    /// the build is done: it never hands out a tree a build still writes
+    /// into (`cargo xtask test` builds it this way in the background).
+    #[arg(long)]
+    pub build: bool,
 }
 
 /// A kernel tree of the lab, configured.
@@ -60,11 +66,17 @@ pub struct Tree {
 }
 
 /// `cargo xtask lab source`.
-pub fn run(_args: &SourceArgs) -> Result<ExitCode> {
+pub fn run(args: &SourceArgs) -> Result<ExitCode> {
     if let Err(e) = crate::deps::ensure(&crate::deps::LAB_SOURCE) {
         return Ok(e.report());
     }
+    // One `lab source` at a time: a second one waits here until the first
+    // has made (and, with --build, built) the tree.
+    let _held = crate::board::sysroot::lock_dir(&cache_dir().join("source"))?;
     let t = debian()?;
+    if args.build {
+        build_image(&t.path)?;
+    }
     println!(
         "# {}: a git repository, base commit {} (tag lab-base), configured for the lab\n\
          # (tinyconfig + the lab's fragment). Build, then boot it:\n\
@@ -106,6 +118,18 @@ pub fn debian() -> Result<Tree> {
         package: format!("{package} {version}"),
         base,
     })
+}
+
+/// `make -s -jN bzImage` in `tree` (N: this machine's CPUs).
+fn build_image(tree: &Path) -> Result<()> {
+    let jobs = std::thread::available_parallelism().map_or(1, |n| n.get());
+    crate::say!(": building the kernel image in {}", tree.display());
+    run_quiet(
+        Command::new("make")
+            .current_dir(tree)
+            .args(["-s", &format!("-j{jobs}"), "bzImage"]),
+    )
+    .with_context(|| format!("make bzImage in {}", tree.display()))
 }
 
 /// The source package `linux-source` stands for (`linux-source-6.1`).

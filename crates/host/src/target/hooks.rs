@@ -201,13 +201,26 @@ impl Hook<'_> {
 }
 
 /// Sends `sig` to the process group led by `pid` (our child's own group).
-fn kill_group(pid: u32, sig: i32) {
+pub fn kill_group(pid: u32, sig: i32) {
     if let Ok(pid) = libc::pid_t::try_from(pid) {
         // SAFETY: kill(2) on the group of a child we spawned with
         // process_group(0); at worst ESRCH.
         unsafe {
             libc::kill(-pid, sig);
         }
+    }
+}
+
+/// Waits until no process is left in group `pgid` (what a stopped child
+/// started, cleaning up after itself), at most a few minutes.
+pub fn wait_group_gone(pgid: u32) {
+    let Ok(p) = libc::pid_t::try_from(pgid) else {
+        return;
+    };
+    let end = Instant::now() + Duration::from_secs(180);
+    // SAFETY: kill(2) with signal 0 only checks for existence.
+    while unsafe { libc::kill(-p, 0) } == 0 && Instant::now() < end {
+        std::thread::sleep(Duration::from_millis(100));
     }
 }
 
