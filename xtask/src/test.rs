@@ -143,7 +143,8 @@ pub fn run(args: &TestArgs) -> Result<ExitCode> {
     }
     // Started before the lint so that it uses every idle moment of the
     // lint, the build and the suite; dropped (stopped) on every way out.
-    let tree_ahead = KernelTreeAhead::start();
+    // Only for the whole suite: a filtered run may not bisect at all.
+    let tree_ahead = args.rest.is_empty().then(KernelTreeAhead::start);
     lint_steps()?;
     let jack = xrunbench_test_support::servers::JackLeftovers::note();
     let skips = SkipLog::start()?;
@@ -256,12 +257,43 @@ impl KernelTreeAhead {
         let child = cmd
             .spawn()
             .context("starting `lab source --debian --build`")?;
+        stop_group_on_signals(child.id());
         eprintln!(
             "xtask test: making and building the lab's kernel tree in the background \
              (SCHED_IDLE; log: {})",
             log_path.display()
         );
         Ok(child)
+    }
+}
+
+/// The background group's id, for [`stop_group_on_signals`]' handler.
+static AHEAD_GROUP: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(0);
+
+/// On SIGINT, SIGTERM or SIGHUP (Ctrl-C reaches the terminal's foreground
+/// group, which the background build, in a group of its own, is not in),
+/// stops group `pgid` too, then dies of the signal as before.
+fn stop_group_on_signals(pgid: u32) {
+    extern "C" fn handler(sig: libc::c_int) {
+        let pgid = AHEAD_GROUP.load(std::sync::atomic::Ordering::SeqCst);
+        // SAFETY: kill(2), signal(2) and raise(3) are async-signal-safe.
+        unsafe {
+            if pgid > 0 {
+                libc::kill(-pgid, libc::SIGTERM);
+            }
+            libc::signal(sig, libc::SIG_DFL);
+            libc::raise(sig);
+        }
+    }
+    let Ok(pgid) = libc::pid_t::try_from(pgid) else {
+        return;
+    };
+    AHEAD_GROUP.store(pgid, std::sync::atomic::Ordering::SeqCst);
+    for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
+        // SAFETY: installs a handler that only makes async-signal-safe calls.
+        unsafe {
+            libc::signal(sig, handler as *const () as libc::sighandler_t);
+        }
     }
 }
 
