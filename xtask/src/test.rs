@@ -303,6 +303,8 @@ impl Drop for KernelTreeAhead {
             return;
         };
         use xrunbench_host::target::hooks::{kill_group, wait_group_gone};
+        // The signal handler must not signal a group id that may be reused.
+        AHEAD_GROUP.store(0, std::sync::atomic::Ordering::SeqCst);
         match child.try_wait() {
             Ok(None) => {
                 // Not needed any more (a run without the bisection, or one
