@@ -349,3 +349,109 @@ fn a_bisected_scenario_that_gains_host_commands_is_refused_and_runs_none() {
     assert!(err.contains("changes ssh options"), "{err}");
     assert!(!marker.exists(), "{err}");
 }
+
+/// A LAVA server a hostile tree may name: it only listens, and says
+/// whether anything connected to it.
+struct Listener(std::net::TcpListener);
+
+impl Listener {
+    fn new() -> Listener {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.set_nonblocking(true).unwrap();
+        Listener(l)
+    }
+
+    fn url(&self) -> String {
+        format!("http://{}/", self.0.local_addr().unwrap())
+    }
+
+    fn reached(&self) -> bool {
+        self.0.accept().is_ok()
+    }
+}
+
+#[test]
+fn a_bisected_scenario_cannot_run_host_commands_or_send_the_token_through_a_lab() {
+    let dir = tempfile::tempdir().unwrap();
+    let marker = dir.path().join("ran-on-the-host");
+    let job = dir.path().join("job.yaml");
+    std::fs::write(
+        &job,
+        "device_type: qemu\nactions:\n- deploy:\n    to: tmpfs\n- boot:\n    method: qemu\n    prompts: ['# ']\n",
+    )
+    .unwrap();
+    let body = |target: &str| {
+        ScenarioText::virtual_sink("tree")
+            .trials(2)
+            .config("a")
+            .tail(target)
+            .text()
+    };
+    // The baseline as the bisection starts: this machine, nothing on the
+    // host.
+    let s = scenario(dir.path(), "tree", &body(""));
+    let results = dir.path().join("results");
+    let out = run_xtask_with_bins(&[
+        "run",
+        s.to_str().unwrap(),
+        "--results-dir",
+        results.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let baseline = find_named(&results, "run.json")[0]
+        .parent()
+        .unwrap()
+        .to_path_buf();
+    let lab = Listener::new();
+    let touch = support::toml_string(&format!("touch {}", marker.display()));
+    let table = |extra: &str| {
+        format!(
+            "[target]\nlava = {{ url = {}, job = {}{extra} }}\ndeploy = {touch}\n",
+            support::toml_string(&lab.url()),
+            support::toml_string(&job.display().to_string()),
+        )
+    };
+    let users_lab = Listener::new();
+    for (what, target, command_line_lab) in [
+        ("a lab and a deploy", table(""), false),
+        ("a lab, its deploy under --lava", table(""), true),
+        (
+            "a token file the user did not name",
+            table(", token_file = \"/etc/machine-id\""),
+            false,
+        ),
+    ] {
+        std::fs::write(&s, body(&target)).unwrap();
+        let mut cmd = xtask();
+        cmd.current_dir(dir.path())
+            .args(["bisect", s.to_str().unwrap(), "--baseline"])
+            .arg(&baseline)
+            .arg("--results-dir")
+            .arg(&results)
+            .arg("--bin-dir")
+            .arg(bin_dir())
+            .env("XRUNBENCH_LAVA_TOKEN", "the-users-secret");
+        if command_line_lab {
+            cmd.args(["--lava", &users_lab.url(), "--lava-job"])
+                .arg(&job);
+        }
+        let out = cmd.output().unwrap();
+        let err = stderr(&out);
+        assert_eq!(out.status.code(), Some(125), "{what}: {err}");
+        assert!(
+            err.contains("at this commit the scenario changes"),
+            "{what}: {err}"
+        );
+        assert_eq!(err.trim_end().lines().count(), 1, "{what}: one line: {err}");
+        assert!(
+            !marker.exists(),
+            "{what}: the tree's deploy ran on the host"
+        );
+        assert!(!lab.reached(), "{what}: the tree's lab was reached");
+        assert!(
+            !users_lab.reached(),
+            "{what}: a step of a refused commit reached the lab"
+        );
+        assert!(!err.contains("the-users-secret"), "{err}");
+    }
+}

@@ -77,21 +77,48 @@ impl Deploy {
         if args.boot_timeout.is_some_and(|b| b.as_micros() < 1_000_000) {
             return Err("--boot-timeout: must be at least 1s".into());
         }
+        let commands = StepCommands::of(s, args);
+        Ok(Deploy {
+            command: commands.deploy,
+            boot_timeout: args
+                .boot_timeout
+                .or(s.target.as_ref().map(|t| t.boot_timeout))
+                .unwrap_or(DEFAULT_BOOT_TIMEOUT)
+                .to_std(),
+            expect_kernel: commands.expect_kernel,
+            retries: commands.retries.unwrap_or(DEFAULT_RETRIES),
+            tree: tree.to_path_buf(),
+        })
+    }
+}
+
+/// The commands a step runs on the host, and how often it retries: the
+/// command line's over the board's `[target]` keys over the lab's. The one
+/// reading of them, for the step and for the trust rule alike
+/// ([`super::trust`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct StepCommands {
+    /// The deploy command.
+    pub deploy: Option<String>,
+    /// The expected-kernel command.
+    pub expect_kernel: Option<String>,
+    /// Retries, if any source gives them.
+    pub retries: Option<u32>,
+}
+
+impl StepCommands {
+    /// What `s` with `args` over it gives.
+    pub fn of(s: &Scenario, args: &DeployArgs) -> StepCommands {
         let t = s.target.as_ref();
         // A lab's `[target]` has the deploy keys too (the deploy runs on
         // the host, the lab boots what it published).
         let lab = s.lava.as_ref();
-        Ok(Deploy {
-            command: args
+        StepCommands {
+            deploy: args
                 .deploy
                 .clone()
                 .or_else(|| t.and_then(|t| t.deploy.clone()))
                 .or_else(|| lab.and_then(|l| l.deploy.clone())),
-            boot_timeout: args
-                .boot_timeout
-                .or(t.map(|t| t.boot_timeout))
-                .unwrap_or(DEFAULT_BOOT_TIMEOUT)
-                .to_std(),
             expect_kernel: args
                 .expect_kernel
                 .clone()
@@ -100,10 +127,8 @@ impl Deploy {
             retries: args
                 .retries
                 .or(t.map(|t| t.retries))
-                .or(lab.map(|l| l.retries))
-                .unwrap_or(DEFAULT_RETRIES),
-            tree: tree.to_path_buf(),
-        })
+                .or(lab.map(|l| l.retries)),
+        }
     }
 }
 

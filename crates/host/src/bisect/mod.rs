@@ -184,7 +184,7 @@ fn step(args: &BisectArgs) -> Result<u8, Stop> {
     args.target.apply(&mut scenario).map_err(abort)?;
     let tree = std::env::current_dir().map_err(|e| abort(format!("the current directory: {e}")))?;
     let trusted = trusted_hooks(args, &base)?;
-    trust::HostHooks::of(&scenario, &args.deploy)
+    trust::HostHooks::of(&scenario, &args.deploy, &args.lava)
         .check(&trusted, &args.scenario)
         .map_err(skip)?;
     let deploy = Deploy::resolve(&scenario, &args.deploy, &tree).map_err(abort)?;
@@ -248,7 +248,7 @@ fn trusted_hooks(args: &BisectArgs, base: &RunDir) -> Result<trust::HostHooks, S
     Ok(match &args.trusted_hooks {
         Some(path) => trust::HostHooks::read(path).map_err(abort)?,
         None => match &base.manifest {
-            Some(m) => trust::HostHooks::of(&m.scenario, &args.deploy),
+            Some(m) => trust::HostHooks::of(&m.scenario, &args.deploy, &args.lava),
             None => trust::HostHooks::default(),
         },
     })

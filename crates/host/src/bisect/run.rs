@@ -134,6 +134,9 @@ struct Bisection<'a> {
     started: Instant,
     /// JUnit cases: (name, failure).
     cases: Vec<(String, Option<String>)>,
+    /// What runs on the host, as the scenario said at the start: every
+    /// commit's scenario is held to it.
+    trusted: HostHooks,
 }
 
 /// The hooks every step is held to, in the bisection's directory.
@@ -296,7 +299,8 @@ fn prepare(args: &BisectRunArgs) -> Result<Bisection<'_>, String> {
     let dir = fresh_dir(&root, &format!("bisect-{}", utc_stamp(SystemTime::now())))?;
     // What runs on the host, as the scenario says it now: every step
     // holds its commit's scenario to it.
-    HostHooks::of(&s, &args.deploy)
+    let trusted = HostHooks::of(&s, &args.deploy, &args.lava);
+    trusted
         .write(&dir.join(TRUSTED_HOOKS))
         .map_err(|e| format!("{e:#}"))?;
     Ok(Bisection {
@@ -309,6 +313,7 @@ fn prepare(args: &BisectRunArgs) -> Result<Bisection<'_>, String> {
         bad,
         started: Instant::now(),
         cases: Vec::new(),
+        trusted,
     })
 }
 
@@ -357,7 +362,7 @@ fn bisection(b: &mut Bisection, started: &str) -> Result<bool, End> {
         None => {
             let n = match b.args.baseline_trials {
                 Some(n) => n,
-                None => load_here(b, &b.scenario)?.1.trials as usize,
+                None => load_here(b, &b.top, &b.scenario)?.1.trials as usize,
             };
             let label = format!("baseline-{}", short(&b.good));
             let dir = measure_fixed(b, &b.top.clone(), &b.scenario.clone(), &label, n.max(2))?;
@@ -469,10 +474,17 @@ fn checkout(b: &Bisection, commit: &str) -> Result<(), End> {
 /// applied.
 fn load_here(
     b: &Bisection,
+    tree: &Path,
     path: &Path,
 ) -> Result<(scenario::ScenarioFile, scenario::Scenario), End> {
     let (file, mut s) = scenario::load(path).map_err(|e| End::NoCulprit(e.0))?;
     b.args.target.apply(&mut s).map_err(End::BadInput)?;
+    // A revert is measured in a worktree of its own: its files stand for
+    // the tree's.
+    HostHooks::of(&s, &b.args.deploy, &b.args.lava)
+        .moved(tree, &b.top)
+        .check(&b.trusted, path)
+        .map_err(End::NoCulprit)?;
     Ok((file, s))
 }
 
@@ -646,7 +658,7 @@ fn measure_fixed(
     label: &str,
     n: usize,
 ) -> Result<PathBuf, End> {
-    let (file, s) = load_here(b, scenario_path)?;
+    let (file, s) = load_here(b, tree, scenario_path)?;
     let deploy = Deploy::resolve(&s, &b.args.deploy, tree).map_err(End::BadInput)?;
     println!("bisect-run: {label}: {n} trials");
     let lava = b.args.lava.or_scenario(&s);
