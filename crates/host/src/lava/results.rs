@@ -444,8 +444,8 @@ fn check_measurements(cases: &[Case], dir: &RunDir) -> Vec<String> {
 /// (`- {"dt": …}` lines). Lines that are not log entries are skipped.
 pub fn parse_log(text: &str) -> JobLog {
     let mut log = JobLog::default();
-    let mut open: BTreeMap<(String, String), String> = BTreeMap::new();
-    for line in text.lines() {
+    let mut open = OpenDocs::default();
+    for (n, line) in text.lines().enumerate() {
         let line = line.trim();
         let line = line.strip_prefix("- ").unwrap_or(line);
         if !line.starts_with('{') || !plausible_entry(line) {
@@ -463,11 +463,11 @@ pub fn parse_log(text: &str) -> JobLog {
                     }
                 }
             }
-            (Some("target"), Some(Value::String(msg))) => doc_line(msg, &mut open, &mut log),
+            (Some("target"), Some(Value::String(msg))) => doc_line(msg, n + 1, &mut open, &mut log),
             _ => {}
         }
     }
-    for ((kind, name), _) in open {
+    for ((kind, name), _) in open.chunks {
         log.broken.push(format!(
             "the {kind} `{name}` was cut off (no `{DOC_END_LINE}` line)"
         ));
@@ -515,8 +515,19 @@ fn nesting(text: &str) -> usize {
     deepest
 }
 
-/// One target line: a document's base64 line or its closing line.
-fn doc_line(msg: &str, open: &mut BTreeMap<(String, String), String>, log: &mut JobLog) {
+/// The documents being read back from a log: each one's base64 so far,
+/// and the log line each one already read ended at.
+#[derive(Default)]
+struct OpenDocs {
+    chunks: BTreeMap<(String, String), String>,
+    ended: BTreeMap<(String, String), usize>,
+}
+
+/// One target line (line `at` of the log): a document's base64 line or
+/// its closing line. A document that ends twice is refused both times:
+/// the definition prints each once, so one of them is forged, and which
+/// one cannot be told.
+fn doc_line(msg: &str, at: usize, open: &mut OpenDocs, log: &mut JobLog) {
     let end_marker = format!("{DOC_END_LINE} ");
     let marker = format!("{DOC_LINE} ");
     if let Some(i) = msg.find(&end_marker) {
@@ -525,7 +536,15 @@ fn doc_line(msg: &str, open: &mut BTreeMap<(String, String), String>, log: &mut 
             return;
         };
         let key = (kind.to_string(), name.to_string());
-        let b64 = open.remove(&key).unwrap_or_default();
+        let b64 = open.chunks.remove(&key).unwrap_or_default();
+        if let Some(first) = open.ended.get(&key) {
+            log.docs.remove(&key);
+            log.broken.push(format!(
+                "the {kind} `{name}` is in the log twice (ending at lines {first} and {at}): both refused"
+            ));
+            return;
+        }
+        open.ended.insert(key.clone(), at);
         match (decode_base64(&b64), bytes.parse::<usize>()) {
             (Some(data), Ok(n)) if data.len() == n => {
                 log.docs.insert(key, data);
@@ -543,7 +562,8 @@ fn doc_line(msg: &str, open: &mut BTreeMap<(String, String), String>, log: &mut 
         if let (Some(kind), Some(name), Some(chunk), None) =
             (w.next(), w.next(), w.next(), w.next())
         {
-            open.entry((kind.into(), name.into()))
+            open.chunks
+                .entry((kind.into(), name.into()))
                 .or_default()
                 .push_str(chunk);
         }
@@ -651,9 +671,53 @@ pub fn decode_base64(text: &str) -> Option<Vec<u8>> {
     Some(out)
 }
 
+/// Job logs for tests.
+#[cfg(test)]
+pub(crate) mod testing {
+    use super::*;
+
+    /// The target lines a definition prints for document `kind` `name`
+    /// holding `bytes`, as lava-run logs them.
+    pub fn doc_entries(kind: &str, name: &str, bytes: &[u8]) -> String {
+        let entry =
+            |msg: String| format!("{{\"dt\": \"t\", \"lvl\": \"target\", \"msg\": \"{msg}\"}}\n");
+        entry(format!("{DOC_LINE} {kind} {name} {}", encode_base64(bytes)))
+            + &entry(format!("{DOC_END_LINE} {kind} {name} {}", bytes.len()))
+    }
+
+    /// The log lines of trial `config`-`k`'s record (of scenario `s`),
+    /// its gap `gap` ms.
+    pub fn record_entries(config: &str, k: u32, gap: f64) -> String {
+        let mut r = crate::results::testing::trial(config, k, |j| {
+            j["player"]["totals"]["gap_ms_max"] = serde_json::json!(gap);
+        });
+        r.trial.scenario = "s".into();
+        let text = serde_json::to_string(&r).unwrap();
+        doc_entries("record", &format!("{config}-{k}"), text.as_bytes())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_document_twice_in_one_log_is_refused_naming_both() {
+        // The second copy is a forgery of the first (or the first of the
+        // second): neither replaces the other silently.
+        let log = testing::record_entries("a", 1, 1.0)
+            + &testing::record_entries("b", 1, 1.0)
+            + &testing::record_entries("a", 1, 99.0);
+        let l = parse_log(&log);
+        assert_eq!(
+            l.broken,
+            ["the record `a-1` is in the log twice (ending at lines 2 and 6): both refused"]
+        );
+        let (records, refused) = records_in(&l);
+        assert!(refused.is_empty(), "{refused:?}");
+        let kept: Vec<String> = records.iter().map(|r| r.trial.stem()).collect();
+        assert_eq!(kept, ["b-1"]);
+    }
 
     #[test]
     fn base64_decodes_what_coreutils_writes() {
@@ -798,7 +862,6 @@ mod tests {
             ("base", 1),
             ("../../../outside/escape", 1),
             ("zzz", 99),
-            ("base", 1),
             ("base", 7),
         ] {
             let mut r = testing::trial("base", 1, |_| {});
@@ -846,7 +909,7 @@ mod tests {
             .flatten()
             .map(|e| e.file_name().to_string_lossy().into_owned())
             .collect();
-        // The one planned trial given, once; the rest refused.
+        // The one planned trial given; the rest refused.
         assert_eq!(names, ["base-1.json"]);
     }
 

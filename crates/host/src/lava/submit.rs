@@ -29,6 +29,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 use serde_norway::{Mapping, Value};
+use xrunbench_schema::doc::one_line;
 use xrunbench_schema::metrics::Metric;
 use xrunbench_schema::trial::TrialRecord;
 
@@ -188,7 +189,7 @@ impl Lab {
                 crate::say!(": lava: {f}");
             }
         }
-        let (records, mut problems) = fetch_records(&self.server, &shares);
+        let (records, mut problems) = fetch_records(&shares, &|id| self.server.log(id));
         for p in &problems {
             crate::say!(": lava: {p}");
         }
@@ -614,14 +615,19 @@ fn say_job(job: &Job, i: usize, n: usize) {
     );
 }
 
-/// The records every Complete job logged, with the device it ran on.
-fn fetch_records(server: &Server, shares: &[Share]) -> (Vec<(String, TrialRecord)>, Vec<String>) {
+/// The records every Complete job logged (its log read by `log_of`),
+/// each with the device it ran on: only those of the trials its share
+/// gave it. Each refusal is one line of the problems.
+fn fetch_records(
+    shares: &[Share],
+    log_of: &dyn Fn(u64) -> Result<String, ServerError>,
+) -> (Vec<(String, TrialRecord)>, Vec<String>) {
     let mut out = Vec::new();
     let mut problems = Vec::new();
     for sh in shares {
         let Some(job) = &sh.done else { continue };
         let device = job.actual_device.clone().unwrap_or_default();
-        let log = match server.log(job.id) {
+        let log = match log_of(job.id) {
             Ok(text) => parse_log(&text),
             Err(e) => {
                 problems.push(e.to_string());
@@ -632,10 +638,34 @@ fn fetch_records(server: &Server, shares: &[Share]) -> (Vec<(String, TrialRecord
             problems.push(format!("job {}: {b}", job.id));
         }
         let (records, refused) = super::results::records_in(&log);
-        out.extend(records.into_iter().map(|r| (device.clone(), r)));
         problems.extend(refused.into_iter().map(|e| format!("job {}: {e}", job.id)));
+        let (given, not_given) = given_records(records, &sh.trials);
+        out.extend(given.into_iter().map(|r| (device.clone(), r)));
+        problems.extend(not_given.iter().map(|r| {
+            format!(
+                "job {} on {}: a record of trial {}, which this job was not given: refused",
+                job.id,
+                one_line(&device),
+                r.trial.display_name()
+            )
+        }));
     }
     (out, problems)
+}
+
+/// `records` split into those of the trials a job was given (`trials`)
+/// and the others: a job's log is its device's word, and a device that
+/// answers for another share's trial must not take the place of the
+/// device that ran it.
+fn given_records(
+    records: Vec<TrialRecord>,
+    trials: &[PlannedTrial],
+) -> (Vec<TrialRecord>, Vec<TrialRecord>) {
+    records.into_iter().partition(|r| {
+        trials
+            .iter()
+            .any(|p| p.config_name == r.trial.config && p.k == r.trial.k)
+    })
 }
 
 /// Writes the run directory of what came back, prints the table, the
@@ -992,6 +1022,63 @@ mod tests {
         crate::results::testing::trial(config, k, |j| {
             j["player"]["totals"]["gap_ms_max"] = serde_json::json!(gap);
         })
+    }
+
+    fn finished(id: u64, device: &str) -> Job {
+        Job {
+            id,
+            state: JobState::Finished,
+            health: JobHealth::Complete,
+            actual_device: Some(device.into()),
+            submit_time: None,
+            start_time: None,
+            end_time: None,
+        }
+    }
+
+    #[test]
+    fn a_job_s_records_are_kept_only_for_the_trials_it_was_given() {
+        use super::super::results::testing::record_entries;
+        let (file, s) = scenario(2);
+        let t = template(TEMPLATE).unwrap();
+        let mut shares = shares(&file, &s, &[], &t, 2).unwrap();
+        shares[0].done = Some(finished(11, "dev1"));
+        shares[1].done = Some(finished(12, "dev2"));
+        // Job 11's device answers for job 12's trials too, made up, and
+        // first: job 12's genuine records must still be the ones kept.
+        let log_of = |id: u64| -> Result<String, ServerError> {
+            Ok(match id {
+                11 => ["a-1", "b-1", "a-2", "b-2"]
+                    .iter()
+                    .map(|stem| {
+                        let (c, k) = stem.split_once('-').unwrap();
+                        record_entries(c, k.parse().unwrap(), 1.0)
+                    })
+                    .collect(),
+                _ => record_entries("a", 2, 2.0) + &record_entries("b", 2, 2.0),
+            })
+        };
+        let (records, problems) = fetch_records(&shares, &log_of);
+        let kept: Vec<(String, String)> = records
+            .iter()
+            .map(|(d, r)| (d.clone(), r.trial.stem()))
+            .collect();
+        assert_eq!(
+            kept,
+            [
+                ("dev1".to_string(), "a-1".to_string()),
+                ("dev1".into(), "b-1".into()),
+                ("dev2".into(), "a-2".into()),
+                ("dev2".into(), "b-2".into()),
+            ]
+        );
+        assert_eq!(
+            problems,
+            [
+                "job 11 on dev1: a record of trial s/a-2, which this job was not given: refused",
+                "job 11 on dev1: a record of trial s/b-2, which this job was not given: refused",
+            ]
+        );
     }
 
     #[test]
