@@ -13,7 +13,7 @@ use std::path::Path;
 use std::process::Output;
 
 use support::*;
-use xrunbench_test_support::hostile::{record_renamed, FakeBoard};
+use xrunbench_test_support::hostile::{claims_pid, record_renamed, FakeBoard};
 
 /// A two-trial scenario (configs `a` and `b`, 1 s each) in `dir`.
 fn two_trials(dir: &Path) -> std::path::PathBuf {
@@ -218,6 +218,93 @@ fn a_trial_that_will_not_die_on_an_ssh_board_is_cut_off_with_its_session() {
         ssh_support::ssh_left(&board).is_empty(),
         "{:?}",
         ssh_support::ssh_left(&board)
+    );
+}
+
+#[test]
+fn a_trial_here_that_never_ends_is_cut_off_at_its_trial_timeout() {
+    let tag = "100401";
+    let fake = FakeBoard::new(&[("run", &stubborn(tag))]);
+    let dir = tempfile::tempdir().unwrap();
+    // A tiny trial, so that a timeout of a few seconds is still far
+    // beyond it.
+    let s = ScenarioText::virtual_sink("hung")
+        .duration("100ms")
+        .config("a")
+        .tail("[target]\ntrial_timeout = \"5s\"\n")
+        .write(dir.path());
+    let res = dir.path().join("results");
+    let mut x = ssh_support::Xtask::spawn_with_bins(
+        &[
+            "run",
+            s.to_str().unwrap(),
+            "--results-dir",
+            res.to_str().unwrap(),
+        ],
+        dir.path(),
+        fake.path(),
+    );
+    let code = x.wait(300);
+    let left = processes_mentioning(&format!("sleep {tag}"));
+    kill_stubborn(tag);
+    assert_eq!(code, Some(1), "{}", x.output());
+    assert!(
+        x.stderr()
+            .contains("trial a-1 was lost: it ran past its trial_timeout of 5 s"),
+        "{}",
+        x.output()
+    );
+    assert!(
+        find_named(&res, "a-1.lost.json").len() == 1,
+        "{}",
+        x.output()
+    );
+    // Killed with what it started: the machine left as found.
+    assert!(left.is_empty(), "{left:?}");
+}
+
+#[test]
+fn a_pid_a_trial_here_claims_is_never_signalled() {
+    // An unrelated process of this machine, named by a lying trial that
+    // then will not stop when asked.
+    let mut victim = std::process::Command::new("sleep")
+        .arg("100402")
+        .spawn()
+        .unwrap();
+    let tag = "100403";
+    let script = format!("{}\n{}", claims_pid(victim.id()), stubborn(tag));
+    let fake = FakeBoard::new(&[("run", &script)]);
+    let dir = tempfile::tempdir().unwrap();
+    let s = two_trials(dir.path());
+    let res = dir.path().join("results");
+    let mut x = ssh_support::Xtask::spawn_with_bins(
+        &[
+            "run",
+            s.to_str().unwrap(),
+            "--results-dir",
+            res.to_str().unwrap(),
+        ],
+        dir.path(),
+        fake.path(),
+    );
+    let running = wait_for(120, || {
+        !processes_mentioning(&format!("sleep {tag}")).is_empty()
+    });
+    // SAFETY: kill(2) of our own child.
+    unsafe { libc::kill(x.child.id() as libc::pid_t, libc::SIGINT) };
+    // The trial ignores its closed stdin and SIGTERM: the host ends it
+    // (and only it) the hard way.
+    let code = x.wait(300);
+    let victim_lives = victim.try_wait().unwrap().is_none();
+    let _ = victim.kill();
+    let _ = victim.wait();
+    kill_stubborn(tag);
+    assert!(running, "the trial never started: {}", x.output());
+    assert_eq!(code, Some(130), "{}", x.output());
+    assert!(
+        victim_lives,
+        "the pid the trial claimed was signalled: {}",
+        x.output()
     );
 }
 

@@ -70,3 +70,10 @@ pub fn record_renamed(config: &str) -> String {
 fn serde_quote(s: &str) -> String {
     format!("\"{s}\"")
 }
+
+/// A line of a `run` script claiming, on stderr, that the trial is pid
+/// `pid` (the marker a link's trial command prints first): a board that
+/// would have the host signal a process of its choosing.
+pub fn claims_pid(pid: u32) -> String {
+    format!("    echo 'xrunbench-pid {pid}' >&2")
+}

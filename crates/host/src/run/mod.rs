@@ -123,6 +123,13 @@ impl TargetArgs {
                 }
             }
         }
+        if let Some(t) = &mut s.target {
+            // The file's timeout for this machine holds for the board the
+            // command line put in its place.
+            if let Some(tt) = s.local_trial_timeout.take() {
+                t.trial_timeout = tt;
+            }
+        }
         if self.ssh_options.is_empty() {
             return Ok(());
         }

@@ -101,7 +101,10 @@ pub fn open_target(s: &Scenario, bin_dir: Option<PathBuf>) -> Result<Box<dyn Tar
             Some(d) => d,
             None => binaries::host_build(&features)?,
         };
-        return Ok(Box::new(Local::new(&dir)?));
+        let timeout = s
+            .local_trial_timeout
+            .unwrap_or_else(|| super::scenario::default_trial_timeout(s.duration, s.warmup));
+        return Ok(Box::new(Local::new(&dir, timeout.to_std())?));
     };
     if let Some(vm) = &t.vm {
         // The guest's libraries are those of the binaries it will run:

@@ -329,6 +329,11 @@ pub fn run_trial_on<T: Target + ?Sized>(
         }
     };
     let mut pid = target.spawned_trial_pid(child.id());
+    // The pid we may signal is ours: the child we spawned or, where that
+    // is a link (ssh), the first marker, which our own command prints
+    // before the trial starts. A marker after it, or from a trial we
+    // spawned ourselves, is the trial's word: shown, never obeyed.
+    let mut marker_awaited = pid.is_none();
     let mut stdin = child.stdin.take();
     if let Some(w) = stdin.as_mut() {
         let mut text = serde_json::to_string(spec).unwrap_or_default();
@@ -341,7 +346,8 @@ pub fn run_trial_on<T: Target + ?Sized>(
     let lines = bounded::lines_capped(child.stderr.take(), &overflow);
     let mut tail: Vec<String> = Vec::new();
     let mut show = |line: String, pid: &mut Option<u32>| {
-        if let Some(n) = line.strip_prefix(PID_MARKER) {
+        if let Some(n) = line.strip_prefix(PID_MARKER).filter(|_| marker_awaited) {
+            marker_awaited = false;
             *pid = n.trim().parse().ok();
             return;
         }

@@ -49,6 +49,31 @@ mod tests {
     const MIN: &str = "name = \"x\"\n[audio]\ngenerate = {}\n[[config]]\nname = \"a\"\n";
 
     #[test]
+    fn a_target_table_with_only_trial_timeout_is_this_machine_with_it() {
+        let s = parse_str(&format!("{MIN}[target]\ntrial_timeout = \"30s\"\n")).unwrap();
+        assert!(s.target.is_none() && s.lava.is_none());
+        assert_eq!(s.local_trial_timeout, Some(Span::from_secs(30)));
+        assert_eq!(parse_str(MIN).unwrap().local_trial_timeout, None);
+        let e = parse_str(&format!(
+            "duration = \"10s\"\n{MIN}[target]\ntrial_timeout = \"5s\"\n"
+        ));
+        assert!(e.unwrap_err().contains("target.trial_timeout"));
+        // Any key about a board still wants the board named.
+        let e = parse_str(&format!(
+            "{MIN}[target]\ntrial_timeout = \"30s\"\nport = 22\n"
+        ));
+        assert!(e.unwrap_err().contains("target.ssh: missing"));
+        // A board given on the command line keeps the file's timeout.
+        let mut s = s;
+        let args = crate::run::TargetArgs {
+            target: Some("root@127.0.0.1".into()),
+            ssh_options: vec![],
+        };
+        args.apply(&mut s).unwrap();
+        assert_eq!(s.target.unwrap().trial_timeout, Span::from_secs(30));
+    }
+
+    #[test]
     fn minimal_scenario_gets_defaults() {
         let s = parse_str(MIN).unwrap();
         assert_eq!(s.trials, DEFAULT_TRIALS);

@@ -45,6 +45,10 @@ pub struct Scenario {
     /// experiment runs on a board or here.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub target: Option<SshTarget>,
+    /// `[target] trial_timeout` alone: this machine's trial timeout
+    /// (`None`: [`default_trial_timeout`]); a board's is its target's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub local_trial_timeout: Option<Span>,
     /// `[target] lava` resolved: the trials run as the lab's jobs. Not
     /// recorded here: a lab run's `run.json` target names its jobs and
     /// devices.
@@ -154,6 +158,7 @@ impl Scenario {
             order: Order::Interleaved,
             configs: Vec::new(),
             target,
+            local_trial_timeout: None,
             lava: None,
             monitor: None,
         }
@@ -365,6 +370,8 @@ pub fn resolve(path: &Path, file: &ScenarioFile) -> Result<Scenario, ScenarioErr
     let warmup = file.warmup.unwrap_or(DEFAULT_WARMUP);
     let (target, lava) = resolve_place(file.target.as_ref(), base_dir, duration, warmup)
         .map_err(|(k, m)| err(&format!("target.{k}"), m))?;
+    let local_trial_timeout = local_trial_timeout(file.target.as_ref(), duration, warmup)
+        .map_err(|(k, m)| err(&format!("target.{k}"), m))?;
     let monitor = match &file.monitor {
         Some(m) => Some(resolve_monitor(m).map_err(|(k, m)| err(&format!("monitor.{k}"), m))?),
         None => None,
@@ -379,6 +386,7 @@ pub fn resolve(path: &Path, file: &ScenarioFile) -> Result<Scenario, ScenarioErr
         order: file.order,
         configs,
         target,
+        local_trial_timeout,
         lava,
         monitor,
     };
@@ -398,10 +406,36 @@ fn resolve_place(
     warmup: Span,
 ) -> Result<Place, (&'static str, String)> {
     Ok(match t {
+        Some(t) if is_this_machine(t) => (None, None),
         Some(t) if t.lava.is_some() => (None, Some(resolve_lava(t, base_dir)?)),
         Some(t) => (Some(resolve_target(t, base_dir, duration, warmup)?), None),
         None => (None, None),
     })
+}
+
+/// This machine's `trial_timeout`, when `[target]` gives only that
+/// (see [`is_this_machine`]); an error names the key.
+fn local_trial_timeout(
+    t: Option<&TargetSpec>,
+    duration: Span,
+    warmup: Span,
+) -> Result<Option<Span>, (&'static str, String)> {
+    t.filter(|t| is_this_machine(t))
+        .and_then(|t| t.trial_timeout)
+        .map(|tt| check_trial_timeout(tt, duration, warmup))
+        .transpose()
+}
+
+/// Whether `[target]` names no board nor lab, only this machine's
+/// `trial_timeout`: any other key wants a board (and is refused as one
+/// without `ssh`).
+fn is_this_machine(t: &TargetSpec) -> bool {
+    t.trial_timeout.is_some()
+        && *t
+            == TargetSpec {
+                trial_timeout: t.trial_timeout,
+                ..TargetSpec::default()
+            }
 }
 
 /// `[monitor]` with its defaults (cyclictest's: FIFO 99, every 1 ms); an

@@ -120,6 +120,23 @@ pub fn default_trial_timeout(duration: Span, warmup: Span) -> Span {
     Span::from_micros(2 * (duration.as_micros() + warmup.as_micros()) + 60_000_000)
 }
 
+/// `[target] trial_timeout` `tt`, checked: longer than a trial of
+/// `duration` after `warmup`.
+pub(super) fn check_trial_timeout(
+    tt: Span,
+    duration: Span,
+    warmup: Span,
+) -> Result<Span, (&'static str, String)> {
+    let trial = Span::from_micros(duration.as_micros() + warmup.as_micros());
+    if tt <= trial {
+        return Err((
+            "trial_timeout",
+            format!("{tt} must be longer than a trial (warmup + duration = {trial})"),
+        ));
+    }
+    Ok(tt)
+}
+
 /// An OpenSSH destination we pass on: not an option, no blanks or control
 /// characters.
 pub fn check_destination(d: &str) -> Result<(), String> {
@@ -356,14 +373,7 @@ fn apply_trial_and_boot_keys(
     out: &mut SshTarget,
 ) -> Result<(), (&'static str, String)> {
     if let Some(tt) = t.trial_timeout {
-        let trial = Span::from_micros(duration.as_micros() + warmup.as_micros());
-        if tt <= trial {
-            return Err((
-                "trial_timeout",
-                format!("{tt} must be longer than a trial (warmup + duration = {trial})"),
-            ));
-        }
-        out.trial_timeout = tt;
+        out.trial_timeout = check_trial_timeout(tt, duration, warmup)?;
     }
     check_step_keys(t)?;
     if let Some(r) = t.retries {
