@@ -13,7 +13,9 @@ use std::path::Path;
 use std::process::Output;
 
 use support::*;
-use xrunbench_test_support::hostile::{claims_pid, record_renamed, FakeBoard};
+use xrunbench_test_support::hostile::{
+    claims_pid, record_of_another_machine, record_renamed, FakeBoard,
+};
 
 /// A two-trial scenario (configs `a` and `b`, 1 s each) in `dir`.
 fn two_trials(dir: &Path) -> std::path::PathBuf {
@@ -80,6 +82,48 @@ fn a_record_cannot_name_the_file_it_is_kept_in() {
         );
         assert_ne!(out.status.code(), Some(0), "{err}");
     }
+}
+
+#[test]
+fn a_record_of_another_kernel_boot_or_architecture_is_lost() {
+    let dir = tempfile::tempdir().unwrap();
+    let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap();
+    // Pinned to the kernel this machine runs, as the configuration a
+    // board's record would pass itself off as.
+    let s = ScenarioText::virtual_sink("hostile")
+        .config_with(
+            "a",
+            &format!("kernel = {}", support::toml_string(kernel.trim())),
+        )
+        .write(dir.path());
+    let results = dir.path().join("results");
+    let board = FakeBoard::new(&[(
+        "run",
+        &record_of_another_machine(
+            "9.9.9-other",
+            "00000000-0000-0000-0000-000000000000",
+            "aarch64",
+        ),
+    )]);
+    let out = run_on(&board, &s, &results);
+    let err = stderr(&out);
+    assert!(
+        err.contains("trial a-1 was lost: its record says it ran on kernel `9.9.9-other`"),
+        "{err}"
+    );
+    let kept = files(&results);
+    assert!(
+        kept.iter().any(|f| f.ends_with("trials/a-1.lost.json")),
+        "{kept:?}"
+    );
+    assert!(
+        !kept.iter().any(|f| f.ends_with("trials/a-1.json")),
+        "{kept:?}"
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    // The table's header names the kernels of the records kept.
+    assert!(!stdout.contains("kernel 9.9.9"), "{stdout}");
+    assert_ne!(out.status.code(), Some(0), "{err}");
 }
 
 #[test]

@@ -77,3 +77,21 @@ fn serde_quote(s: &str) -> String {
 pub fn claims_pid(pid: u32) -> String {
     format!("    echo 'xrunbench-pid {pid}' >&2")
 }
+
+/// A `run` script: the real trial, whose record says on its way out that
+/// it ran on kernel `kernel`, boot `boot_id` and architecture `arch` (a
+/// board that passes a record off as another machine's).
+pub fn record_of_another_machine(kernel: &str, boot_id: &str, arch: &str) -> String {
+    let field = |name: &str, value: &str| {
+        format!(
+            "s|\"{name}\": \"[^\"]*\"|\"{name}\": {}|",
+            serde_quote(value)
+        )
+    };
+    format!(
+        "    \"$REAL\" \"$@\" | sed -e '{}' -e '{}' -e '{}'",
+        field("kernel_release", kernel),
+        field("boot_id", boot_id),
+        field("arch", arch)
+    )
+}

@@ -224,6 +224,7 @@ impl Session {
             let run = self
                 .target
                 .run_trial(&spec, progress, &|| signals::stop_requested().is_some());
+            let run = self.of_this_board(run, planned);
             let (reason, pid) = match run {
                 TrialRun::Record(record) => {
                     if let Err(e) = out.trial_record(&spec.trial, &record) {
@@ -270,6 +271,11 @@ impl Session {
                     for l in lines {
                         crate::say!(": {l}");
                     }
+                    // A board brought back by a power cycle has booted
+                    // again: its records carry the new boot's id.
+                    if let Ok(p) = self.target.probe() {
+                        self.machine.boot_id = p.machine.boot_id;
+                    }
                 }
                 Err(_) if signals::stop_requested().is_some() => return Ok(TrialEnd::Interrupted),
                 Err(gone) => return Ok(TrialEnd::Unreachable(gone.0)),
@@ -288,6 +294,25 @@ impl Session {
                 ": trial {stem} was lost ({reason}): running it again (retry {attempt} of {retries})"
             );
             attempt += 1;
+        }
+    }
+
+    /// `run`, unless it is a record of another machine than the board
+    /// the session probed (or than its configuration's pinned kernel):
+    /// that record is the board's word against its own probe, and the
+    /// trial is lost with the reason.
+    fn of_this_board(&self, run: TrialRun, planned: &PlannedTrial) -> TrialRun {
+        let TrialRun::Record(r) = run else {
+            return run;
+        };
+        let pinned = self
+            .scenario
+            .configs
+            .get(planned.config)
+            .and_then(|c| c.kernel.as_deref());
+        match foreign_machine(&r.machine, &self.machine, pinned) {
+            Some(reason) => TrialRun::Lost { reason, pid: None },
+            None => TrialRun::Record(r),
         }
     }
 
@@ -315,6 +340,37 @@ impl Session {
             outcome: None,
         }
     }
+}
+
+/// Why a record saying it ran on `said` is not of the board `probed`
+/// (its kernel, boot or architecture differ), or not of a configuration
+/// pinned to kernel `pinned`; `None`: it is.
+fn foreign_machine(
+    said: &MachineFingerprint,
+    probed: &MachineFingerprint,
+    pinned: Option<&str>,
+) -> Option<String> {
+    if let Some(k) = pinned.filter(|k| *k != said.kernel_release) {
+        return Some(format!(
+            "its record says it ran on kernel `{}`, its configuration is pinned to `{}`: refused",
+            one_line(&said.kernel_release),
+            one_line(k)
+        ));
+    }
+    [
+        ("kernel", &said.kernel_release, &probed.kernel_release),
+        ("boot id", &said.boot_id, &probed.boot_id),
+        ("architecture", &said.arch, &probed.arch),
+    ]
+    .into_iter()
+    .find(|(_, s, p)| s != p)
+    .map(|(what, s, p)| {
+        format!(
+            "its record says it ran on {what} `{}`, the board's probe says `{}`: refused",
+            one_line(s),
+            one_line(p)
+        )
+    })
 }
 
 /// Why a trial whose record could not be written ends the run: its own
@@ -378,6 +434,50 @@ pub enum TrialEnd {
 mod tests {
     use super::*;
     use crate::run::scenario;
+
+    #[test]
+    fn a_record_of_another_kernel_boot_or_architecture_is_refused() {
+        let probed = MachineFingerprint {
+            kernel_release: "6.1.0".into(),
+            arch: "x86_64".into(),
+            boot_id: "b1".into(),
+            ..MachineFingerprint::default()
+        };
+        assert_eq!(foreign_machine(&probed, &probed, Some("6.1.0")), None);
+        assert_eq!(foreign_machine(&probed, &probed, None), None);
+        for (edit, words) in [
+            (
+                ("9.9.9-other", "b1", "x86_64"),
+                "kernel `9.9.9-other`, its configuration is pinned to `6.1.0`",
+            ),
+            (
+                ("6.1.0", "b2", "x86_64"),
+                "boot id `b2`, the board's probe says `b1`",
+            ),
+            (
+                ("6.1.0", "b1", "aarch64"),
+                "architecture `aarch64`, the board's probe says `x86_64`",
+            ),
+        ] {
+            let said = MachineFingerprint {
+                kernel_release: edit.0.into(),
+                boot_id: edit.1.into(),
+                arch: edit.2.into(),
+                ..probed.clone()
+            };
+            let why = foreign_machine(&said, &probed, Some("6.1.0")).unwrap();
+            assert!(why.contains(words), "{why}");
+        }
+        let other = MachineFingerprint {
+            kernel_release: "9.9.9-other".into(),
+            ..probed.clone()
+        };
+        let why = foreign_machine(&other, &probed, None).unwrap();
+        assert!(
+            why.contains("kernel `9.9.9-other`, the board's probe says `6.1.0`"),
+            "{why}"
+        );
+    }
 
     #[test]
     fn cpal_hosts_choose_the_players_features() {
