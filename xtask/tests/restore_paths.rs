@@ -334,8 +334,15 @@ fn killed_run(dir: &Path) -> (PathBuf, (String, String), Vec<PathBuf>) {
         wait_applied(&before, child.id()),
         "knobs were never applied"
     );
-    // SAFETY: killing our own child's process group.
-    unsafe { libc::kill(-(child.id() as libc::pid_t), libc::SIGKILL) };
+    // The trial runs in a process group of its own (the runner ends it
+    // whole): a power loss or an OOM kill takes both groups at once.
+    let trials = children_named(child.id(), "xrun-trial");
+    assert_eq!(trials.len(), 1, "the runner's trial: {trials:?}");
+    // SAFETY: killing our own child's and its trial's process groups.
+    unsafe {
+        libc::kill(-(trials[0] as libc::pid_t), libc::SIGKILL);
+        libc::kill(-(child.id() as libc::pid_t), libc::SIGKILL);
+    }
     let _ = output_of(child);
     assert_ne!(snapshot(), before, "SIGKILL leaves the knobs changed");
     assert_eq!(journals().len(), 1, "the journal is left behind");
