@@ -1,15 +1,17 @@
 //! Serde types of every JSON document the xrunbench tools exchange.
 //!
-//! This crate is deliberately tiny (serde only): the board binaries
+//! This crate is deliberately tiny (serde and libc only): the board binaries
 //! (`xrun-player`, `xrun-hackbench`, `xrun-trial`) depend on it and must
 //! cross-build for aarch64 and armv7 without pulling in host-only crates.
 //!
 //! It also holds the small vocabulary every tool shares ([`vocab`]) and the
-//! one atomic document write and UTC formatter ([`doc`]).
+//! one atomic document write and UTC formatter ([`doc`]), and the one
+//! bounded reader of documents from outside ([`bounded`]).
 //!
 //! Every document carries a `schema` string (`xrunbench.<tool>/<major>`);
 //! readers check it before trusting anything else in the document.
 
+pub mod bounded;
 pub mod doc;
 pub mod gate;
 pub mod hackbench;

@@ -95,3 +95,38 @@ pub fn record_of_another_machine(kernel: &str, boot_id: &str, arch: &str) -> Str
         field("arch", arch)
     )
 }
+
+/// A FIFO at `path` with no writer: a reader that opens it blocking waits
+/// for ever.
+pub fn fifo(path: &Path) {
+    let c = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).unwrap();
+    // SAFETY: `c` is a NUL-terminated path that outlives the call.
+    let made = unsafe { libc::mkfifo(c.as_ptr(), 0o600) };
+    assert_eq!(made, 0, "mkfifo {}", path.display());
+}
+
+/// A file of `len` zero bytes at `path`, sparse: a document past a byte
+/// bound that costs the disk nothing.
+pub fn sparse_file(path: &Path, len: u64) {
+    std::fs::File::create(path).unwrap().set_len(len).unwrap();
+}
+
+/// The JSON document `doc` (an object) with `n` empty strings more in its
+/// array `field` (which must be the first field of that name in `doc`): a
+/// record that is small as bytes and huge once parsed.
+pub fn with_empty_strings(doc: &str, field: &str, n: usize) -> String {
+    let key = format!("\"{field}\":");
+    let at = doc.find(&key).expect("the field is in the document") + key.len();
+    let open = at + doc[at..].find('[').expect("the field is an array") + 1;
+    let mut out = String::with_capacity(doc.len() + 3 * n);
+    out.push_str(&doc[..open]);
+    for _ in 0..n {
+        out.push_str("\"\",");
+    }
+    let rest = &doc[open..];
+    if rest.trim_start().starts_with(']') {
+        out.pop();
+    }
+    out.push_str(rest);
+    out
+}

@@ -50,6 +50,10 @@ pub fn run(args: &CompareArgs) -> Result<ExitCode> {
             return Ok(ExitCode::from(EXIT_BAD_INPUT));
         }
     };
+    // A trial that does not read is left out of the table, and named.
+    for line in dirs.iter().flat_map(|d| &d.unreadable) {
+        crate::say!(": {line}: left out");
+    }
     let table = build(&dirs, args.significance, ALPHA);
     print!("{}", export::exporter(args.format).render(&table));
     Ok(ExitCode::SUCCESS)
@@ -123,5 +127,38 @@ fn footer(dirs: &[RunDir], kind: Significance, alpha: f64) -> Footer {
         machines: uniq(dirs.iter().filter_map(|d| d.machine.clone())),
         significance: kind,
         alpha,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::results::testing::{manifest, trial, write_run};
+
+    #[test]
+    fn a_run_with_one_bad_trial_compares_its_good_ones() {
+        let root = tempfile::tempdir().unwrap();
+        let good = [trial("a", 1, |_| {}), trial("a", 2, |_| {})];
+        let dir = write_run(root.path(), &manifest(&["a"]), &good);
+        let bad = trial("a", 3, |v| {
+            v["player"]["audio_seconds"] = serde_json::json!(-1)
+        });
+        let text = serde_json::to_string(&bad).unwrap();
+        std::fs::write(dir.join("trials/a-3.json"), text).unwrap();
+        let args = CompareArgs {
+            run_dirs: vec![dir.clone()],
+            format: Format::Text,
+            significance: Significance::Mwu,
+        };
+        assert_eq!(
+            format!("{:?}", run(&args).unwrap()),
+            format!("{:?}", ExitCode::SUCCESS)
+        );
+        let dirs = load_all(&[dir]).unwrap();
+        assert_eq!(dirs[0].records, good);
+        let [why] = &dirs[0].unreadable[..] else {
+            panic!("{:?}", dirs[0].unreadable)
+        };
+        assert!(why.contains("a-3.json: player.audio_seconds = -1"), "{why}");
     }
 }

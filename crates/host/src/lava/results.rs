@@ -20,6 +20,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use xrunbench_schema::bounded::{read_json, read_regular, Limits};
 use xrunbench_schema::doc::one_line;
 
 use anyhow::{bail, Context, Result};
@@ -31,6 +32,7 @@ use super::definition::{DOC_END_LINE, DOC_LINE};
 use crate::results::{default_results_root, Outcome, RunDir, RunManifest, RunWriter, RUN_SCHEMA};
 use crate::run::plan::{make_plan, PlannedTrial};
 use crate::run::scenario::{self, Scenario, ScenarioFile};
+use crate::target::bounded::REPORT_MAX;
 
 /// Exit code for bad input.
 const EXIT_BAD_INPUT: u8 = 2;
@@ -210,13 +212,10 @@ fn read_input(args: &LavaResultsArgs) -> Result<(JobLog, Option<PathBuf>)> {
     let (mut log, records_dir) = if args.input.is_dir() {
         (JobLog::default(), Some(args.input.clone()))
     } else {
-        let text = std::fs::read_to_string(&args.input)
-            .with_context(|| format!("{}: cannot read", args.input.display()))?;
-        (parse_log(&text), None)
+        (parse_log(&read_outside(&args.input, JOB_LOG_MAX)?), None)
     };
     if let Some(r) = &args.results {
-        let text =
-            std::fs::read_to_string(r).with_context(|| format!("{}: cannot read", r.display()))?;
+        let text = read_outside(r, REPORT_MAX)?;
         log.cases
             .extend(parse_results_yaml(&text).with_context(|| r.display().to_string())?);
     }
@@ -224,6 +223,19 @@ fn read_input(args: &LavaResultsArgs) -> Result<(JobLog, Option<PathBuf>)> {
         crate::say!(": {}: {b}", args.input.display());
     }
     Ok((log, records_dir))
+}
+
+/// The largest job log read, bytes. Its documents are base64 in entries
+/// of 76 characters, some 2.3 bytes of log a byte of record: 1 GiB holds
+/// three records of the largest size ([`Limits::DOCUMENT`]), or hundreds
+/// of a typical trial's (a few hundred KB each).
+const JOB_LOG_MAX: usize = 1 << 30;
+
+/// The text of `path`, a document from outside (a job log, the server's
+/// results): a regular file of at most `max` bytes.
+fn read_outside(path: &Path, max: usize) -> Result<String> {
+    let bytes = read_regular(path, max).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+    String::from_utf8(bytes).with_context(|| format!("{}: not UTF-8 text", path.display()))
 }
 
 /// Trial records brought back from LAVA, to become a run directory.
@@ -390,7 +402,9 @@ pub fn record(bytes: &[u8], path: &Path) -> Result<TrialRecord> {
     crate::results::check_record_text(path, text).map_err(|e| anyhow::anyhow!("{e}"))
 }
 
-/// Every `*.json` of `dir` as a trial record.
+/// Every `*.json` of `dir` as a trial record, each read bounded (a
+/// regular file within [`Limits::DOCUMENT`]); each that does not read is
+/// refused with a line on stderr, and the rest still come back.
 fn read_records_dir(dir: &Path) -> Result<Vec<TrialRecord>> {
     let mut paths: Vec<PathBuf> = std::fs::read_dir(dir)
         .with_context(|| format!("{}: cannot read", dir.display()))?
@@ -400,8 +414,13 @@ fn read_records_dir(dir: &Path) -> Result<Vec<TrialRecord>> {
     paths.sort();
     let mut out = Vec::new();
     for p in paths {
-        let bytes = std::fs::read(&p).with_context(|| format!("{}: cannot read", p.display()))?;
-        out.push(record(&bytes, &p)?);
+        let read = read_json(&p, &Limits::DOCUMENT)
+            .map_err(|e| anyhow::anyhow!("{}: {e}", p.display()))
+            .and_then(|bytes| record(&bytes, &p));
+        match read {
+            Ok(r) => out.push(r),
+            Err(e) => crate::say!(": {e:#}: refused"),
+        }
     }
     out.sort_by_key(|r| r.trial.seq);
     Ok(out)
@@ -937,5 +956,52 @@ mod tests {
         assert_eq!(cases.len(), 1);
         assert_eq!(cases[0].measurement, Some(0.5));
         assert_eq!(cases[0].definition, "0_xrunbench-q");
+    }
+
+    /// A directory of records holding `a-1.json`, a good one, and `bad`
+    /// made by `make`: what comes back of it.
+    fn records_beside(bad: &str, make: impl FnOnce(&Path)) -> Vec<TrialRecord> {
+        use crate::results::testing;
+        let tmp = tempfile::tempdir().unwrap();
+        let good = serde_json::to_string(&testing::trial("a", 1, |_| {})).unwrap();
+        std::fs::write(tmp.path().join("a-1.json"), good).unwrap();
+        make(&tmp.path().join(bad));
+        read_records_dir(tmp.path()).unwrap()
+    }
+
+    #[test]
+    fn a_record_linked_to_a_device_is_refused_unread() {
+        let back = records_beside("b-1.json", |p| {
+            std::os::unix::fs::symlink("/dev/zero", p).unwrap();
+            let e = read_json(p, &Limits::DOCUMENT).unwrap_err().0;
+            assert_eq!(e, "is a character device: expected a regular file");
+        });
+        assert_eq!(back.len(), 1);
+        assert_eq!(back[0].trial.config, "a");
+    }
+
+    #[test]
+    fn a_record_past_the_byte_bound_is_refused_unread() {
+        let back = records_beside("b-1.json", |p| {
+            // Sparse: past the bound, at no cost to the disk.
+            let len = Limits::DOCUMENT.bytes as u64 + 1;
+            xrunbench_test_support::hostile::sparse_file(p, len);
+            let e = read_json(p, &Limits::DOCUMENT).unwrap_err().0;
+            assert!(
+                e.starts_with(&format!("more than {} bytes", len - 1)),
+                "{e}"
+            );
+        });
+        assert_eq!(back.len(), 1);
+    }
+
+    #[test]
+    fn a_fifo_named_as_a_record_is_refused_without_blocking() {
+        let back = records_beside("b-1.json", |p| {
+            xrunbench_test_support::hostile::fifo(p);
+            let e = read_json(p, &Limits::DOCUMENT).unwrap_err().0;
+            assert_eq!(e, "is a FIFO: expected a regular file");
+        });
+        assert_eq!(back.len(), 1);
     }
 }

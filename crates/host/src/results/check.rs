@@ -5,8 +5,10 @@
 
 use std::path::Path;
 
-use serde::de::DeserializeOwned;
+use serde::de::{DeserializeOwned, IgnoredAny};
+use serde::Deserialize;
 use serde_json::Value;
+use xrunbench_schema::bounded::{read_json, scan_json, Limits};
 use xrunbench_schema::doc::one_line;
 use xrunbench_schema::hackbench::{HackbenchReport, HACKBENCH_SCHEMA};
 use xrunbench_schema::player::{PlayerReport, PLAYER_SCHEMA};
@@ -21,19 +23,43 @@ pub fn read_doc<T: DeserializeOwned>(
     schema: &str,
     what: &str,
 ) -> Result<T, LoadError> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| LoadError(format!("{}: cannot read: {e}", path.display())))?;
-    parse_doc(path, &text, schema, what)
+    parse_doc(path, &read_text(path)?, schema, what)
 }
 
-/// [`read_doc`] of text already read.
+/// The text of the document at `path`, read bounded: a regular file
+/// within [`Limits::DOCUMENT`] (a run directory is as hostile as the
+/// boards that filled it).
+pub fn read_text(path: &Path) -> Result<String, LoadError> {
+    let bytes = read_json(path, &Limits::DOCUMENT)
+        .map_err(|e| LoadError(format!("{}: {e}", path.display())))?;
+    String::from_utf8(bytes).map_err(|e| {
+        LoadError(format!(
+            "{}: not UTF-8 text (at byte {})",
+            path.display(),
+            e.utf8_error().valid_up_to()
+        ))
+    })
+}
+
+/// Only the `schema` of a document: the rest is skipped unallocated.
+#[derive(Deserialize)]
+struct Head {
+    schema: Option<Value>,
+}
+
+/// [`read_doc`] of text already read. The text is scanned against
+/// [`Limits::DOCUMENT`] before any parser sees it, and parsed straight to
+/// its type (never to a tree of values first, which costs several times
+/// the typed document).
 pub fn parse_doc<T: DeserializeOwned>(
     path: &Path,
     text: &str,
     schema: &str,
     what: &str,
 ) -> Result<T, LoadError> {
-    let value: Value = serde_json::from_str(text).map_err(|e| {
+    scan_json(text.as_bytes(), &Limits::DOCUMENT)
+        .map_err(|e| LoadError(format!("{}: {e}", path.display())))?;
+    serde_json::from_str::<IgnoredAny>(text).map_err(|e| {
         LoadError(format!(
             "{}: expected a JSON {what} ({schema}): {}",
             path.display(),
@@ -42,7 +68,12 @@ pub fn parse_doc<T: DeserializeOwned>(
     })?;
     // The schema first, so that an old or foreign file gets a clear
     // message rather than a serde field error.
-    let found = value.get("schema").and_then(Value::as_str).unwrap_or("");
+    let head = serde_json::from_str::<Head>(text).ok();
+    let found = head
+        .as_ref()
+        .and_then(|h| h.schema.as_ref())
+        .and_then(Value::as_str)
+        .unwrap_or("");
     if found != schema {
         return Err(LoadError(format!(
             "{}: expected schema `{schema}`, found `{}`",
@@ -50,7 +81,7 @@ pub fn parse_doc<T: DeserializeOwned>(
             one_line(found)
         )));
     }
-    serde_json::from_value(value).map_err(|e| {
+    serde_json::from_str(text).map_err(|e| {
         LoadError(format!(
             "{}: not a valid {schema} {what}: {}",
             path.display(),

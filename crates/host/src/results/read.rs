@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use xrunbench_schema::metrics::playback_seconds;
 use xrunbench_schema::trial::{TrialRecord, TRIAL_SCHEMA};
 
-use super::check::{check_record_text, read_doc};
+use super::check::{check_record_text, read_doc, read_text};
 use super::layout;
 use super::log::{LogEntry, LostTrial, LOST_SCHEMA};
 use super::manifest::{RunManifest, RUN_SCHEMA};
@@ -37,14 +37,24 @@ pub struct RunDir {
     pub configs: Vec<String>,
     /// Every measured trial record (outcome `ran`), by file name.
     pub records: Vec<TrialRecord>,
+    /// Each file under a measurement's name that does not read as one:
+    /// one line why. It is left out, and the rest still read.
+    pub unreadable: Vec<String>,
 }
 
 impl RunDir {
     /// Reads `dir` for a table or a verdict: a directory without measured
-    /// trials is an error (there is nothing to compare), as is any document
-    /// that does not pass [`RunDir::read`].
+    /// trials is an error (there is nothing to compare), as is one that
+    /// does not pass [`RunDir::read`].
     pub fn load(dir: &Path) -> Result<RunDir, LoadError> {
         let run = RunDir::read(dir)?;
+        if let (true, Some(first)) = (run.records.is_empty(), run.unreadable.first()) {
+            return Err(LoadError(format!(
+                "{}: no trial record reads ({} refused, the first: {first})",
+                layout::trials_dir(dir).display(),
+                run.unreadable.len()
+            )));
+        }
         if run.records.is_empty() {
             return Err(LoadError(format!(
                 "{}: no trial records (expected trials/<config>-<k>.json): did the run finish a trial?",
@@ -55,7 +65,9 @@ impl RunDir {
     }
 
     /// Reads `dir` whatever it holds so far (a run that finished no trial
-    /// included): `run.json` if there is one, and every measured trial.
+    /// included): `run.json` if there is one, and every measured trial; a
+    /// trial file that does not read is left out and said in
+    /// [`RunDir::unreadable`] (one bad trial does not cost the others).
     pub fn read(dir: &Path) -> Result<RunDir, LoadError> {
         let trials_dir = layout::trials_dir(dir);
         if !trials_dir.is_dir() {
@@ -65,7 +77,7 @@ impl RunDir {
                 dir.display()
             )));
         }
-        let records = read_measured(&trials_dir)?;
+        let (records, unreadable) = read_measured(&trials_dir)?;
         let manifest = read_manifest(dir)?;
         let label = manifest
             .as_ref()
@@ -108,6 +120,7 @@ impl RunDir {
             machine,
             configs,
             records,
+            unreadable,
         })
     }
 
@@ -213,20 +226,21 @@ fn trial_files(dir: &Path, keep: fn(&str) -> bool) -> Result<Vec<PathBuf>, LoadE
     Ok(paths)
 }
 
-/// Every measured record in `trials/`. A file under a measurement's name
-/// whose trial did not run to the end does not count (it is a log entry
-/// under the wrong name), but it must still parse.
-fn read_measured(dir: &Path) -> Result<Vec<TrialRecord>, LoadError> {
+/// Every measured record in `trials/`, and one line for each file under a
+/// measurement's name that does not read as one. A file whose trial did
+/// not run to the end does not count (it is a log entry under the wrong
+/// name), but it must still parse.
+fn read_measured(dir: &Path) -> Result<(Vec<TrialRecord>, Vec<String>), LoadError> {
     let mut out = Vec::new();
+    let mut unreadable = Vec::new();
     for p in trial_files(dir, layout::is_measured_record_name)? {
-        let text = std::fs::read_to_string(&p)
-            .map_err(|e| LoadError(format!("{}: cannot read: {e}", p.display())))?;
-        let r = check_record_text(&p, &text)?;
-        if r.measured().is_some() {
-            out.push(r);
+        match read_text(&p).and_then(|text| check_record_text(&p, &text)) {
+            Ok(r) if r.measured().is_some() => out.push(r),
+            Ok(_) => {}
+            Err(e) => unreadable.push(e.0),
         }
     }
-    Ok(out)
+    Ok((out, unreadable))
 }
 
 #[cfg(test)]
@@ -282,16 +296,21 @@ mod tests {
     }
 
     /// Writes a run of `a-1` (good) and `a-2` edited by `edit`, and returns
-    /// the error reading it gives.
+    /// why `a-2` is refused: the run still reads, with `a-1` alone.
     fn error_with(edit: impl FnOnce(&mut Value)) -> String {
         let root = tempfile::tempdir().unwrap();
-        let dir = write_run(root.path(), &manifest(&["a"]), &[trial("a", 1, |_| {})]);
+        let good = trial("a", 1, |_| {});
+        let dir = write_run(root.path(), &manifest(&["a"]), std::slice::from_ref(&good));
         let mut bad = serde_json::to_value(trial("a", 2, |_| {})).unwrap();
         edit(&mut bad);
         std::fs::write(dir.join("trials/a-2.json"), bad.to_string()).unwrap();
-        let e = RunDir::load(&dir).unwrap_err().0;
+        let run = RunDir::load(&dir).unwrap();
+        assert_eq!(run.records, [good]);
+        let [e] = &run.unreadable[..] else {
+            panic!("{:?}", run.unreadable)
+        };
         assert_eq!(e.lines().count(), 1, "{e}");
-        e
+        e.clone()
     }
 
     #[test]
@@ -420,6 +439,26 @@ mod tests {
         assert!(
             e.contains("run.json: not a valid xrunbench.run/1 run manifest: invalid type"),
             "{e}"
+        );
+    }
+
+    #[test]
+    fn a_trial_of_millions_of_empty_strings_is_left_out_naming_the_limit() {
+        let root = tempfile::tempdir().unwrap();
+        let good = trial("a", 1, |_| {});
+        let dir = write_run(root.path(), &manifest(&["a"]), std::slice::from_ref(&good));
+        let n = xrunbench_schema::bounded::Limits::DOCUMENT.strings;
+        let text = serde_json::to_string(&trial("a", 2, |_| {})).unwrap();
+        let huge = xrunbench_test_support::hostile::with_empty_strings(&text, "player_command", n);
+        std::fs::write(dir.join("trials/a-2.json"), huge).unwrap();
+        let run = RunDir::load(&dir).unwrap();
+        assert_eq!(run.records, [good]);
+        let [why] = &run.unreadable[..] else {
+            panic!("{:?}", run.unreadable)
+        };
+        assert!(
+            why.contains(&format!("a-2.json: more than {n} strings: refused")),
+            "{why}"
         );
     }
 

@@ -12,11 +12,9 @@ use std::time::{Duration, Instant};
 
 use xrunbench_schema::doc::one_line;
 
-/// The largest trial record read back, bytes. A record's size is set by
-/// the player's events (about 400 bytes each as written): an hour-long
-/// trial with an underrun every 20 ms is 70 MB; the load's rounds are
-/// bounded (at most 1024 kept, about 150 KB). Past this the trial is lost.
-pub const RECORD_MAX: usize = 128 << 20;
+/// The largest trial record read back, bytes: the bounded reader's own
+/// (its documentation says why).
+pub use xrunbench_schema::bounded::RECORD_MAX;
 
 /// The largest `probe`, `check` or `restore` output read back, bytes (a
 /// probe is a few KB, a check one line per problem per configuration).

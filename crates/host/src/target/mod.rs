@@ -23,6 +23,7 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
+use xrunbench_schema::bounded::{scan_json, Limits};
 use xrunbench_schema::doc::one_line;
 use xrunbench_schema::probe::{CheckReport, Probe, CHECK_SCHEMA, PROBE_SCHEMA};
 use xrunbench_schema::trial::{TrialId, TrialRecord, TrialSpec, TRIAL_SCHEMA};
@@ -172,6 +173,8 @@ pub trait Target {
                 last(&out.stderr)
             );
         }
+        scan_json(&out.stdout, &Limits::DOCUMENT)
+            .map_err(|e| anyhow::anyhow!("xrun-trial probe's output: {e}"))?;
         let p: Probe = serde_json::from_slice(&out.stdout)
             .context("xrun-trial probe printed something that is not xrunbench.probe/1")?;
         if p.schema != PROBE_SCHEMA {
@@ -206,6 +209,8 @@ pub trait Target {
                 last(&out.stderr)
             ),
         }
+        scan_json(&out.stdout, &Limits::DOCUMENT)
+            .map_err(|e| anyhow::anyhow!("xrun-trial check's output: {e}"))?;
         let r: CheckReport = serde_json::from_slice(&out.stdout)
             .context("xrun-trial check printed something that is not xrunbench.check/1")?;
         if r.schema != CHECK_SCHEMA {
@@ -496,12 +501,16 @@ pub enum RecordRefused {
 }
 
 /// The record of trial `sent` in what its `xrun-trial` printed on stdout
-/// (read bounded: [`bounded::RECORD_MAX`]). A record names the trial it is
-/// of, and the host files it by its own name for the trial it sent: a
+/// (read bounded: [`bounded::RECORD_MAX`], then scanned against
+/// [`Limits::DOCUMENT`] before it is parsed). A record names the trial it
+/// is of, and the host files it by its own name for the trial it sent: a
 /// record of any other trial is refused (a board must not choose where
 /// its record goes, nor pass it off as another configuration's), as is
-/// one of another schema.
+/// one of another schema, and a measurement whose numbers the reader
+/// would refuse (stored, it would be a trial no table can read).
 pub fn record_from(stdout: &[u8], sent: &TrialId) -> Result<TrialRecord, RecordRefused> {
+    scan_json(stdout, &Limits::DOCUMENT)
+        .map_err(|e| RecordRefused::Refused(format!("xrun-trial's record: {e}")))?;
     let r: TrialRecord = serde_json::from_slice(stdout).map_err(|_| RecordRefused::Unread)?;
     if r.schema != TRIAL_SCHEMA {
         return Err(RecordRefused::Refused(format!(
@@ -515,6 +524,11 @@ pub fn record_from(stdout: &[u8], sent: &TrialId) -> Result<TrialRecord, RecordR
             r.trial.display_name(),
             sent.display_name()
         )));
+    }
+    if r.measured().is_some() {
+        let file = PathBuf::from(format!("{}.json", sent.stem()));
+        crate::results::check_measured(&file, &r)
+            .map_err(|e| RecordRefused::Refused(format!("xrun-trial's record is refused: {e}")))?;
     }
     Ok(r)
 }
@@ -679,5 +693,39 @@ mod tests {
         let gone = Deadline::new(S(60), TrialClock::CpuOf(0), t0);
         assert!(!gone.passed(t0 + S(59)));
         assert!(gone.passed(t0 + S(60)));
+    }
+
+    /// The template record of trial `a-1`, with `edit` applied, as a board
+    /// prints it.
+    fn printed(edit: impl FnOnce(&mut serde_json::Value)) -> (TrialId, String) {
+        let r = crate::results::testing::trial("a", 1, edit);
+        (r.trial.clone(), serde_json::to_string(&r).unwrap())
+    }
+
+    #[test]
+    fn a_measurement_the_reader_would_refuse_is_not_stored() {
+        let (sent, text) = printed(|v| v["player"]["audio_seconds"] = serde_json::json!(-1));
+        match record_from(text.as_bytes(), &sent) {
+            Err(RecordRefused::Refused(why)) => assert!(
+                why.contains("a-1.json: player.audio_seconds = -1: expected a duration in s"),
+                "{why}"
+            ),
+            other => panic!("{other:?}"),
+        }
+        let (sent, text) = printed(|_| {});
+        assert!(record_from(text.as_bytes(), &sent).is_ok());
+    }
+
+    #[test]
+    fn a_record_of_millions_of_empty_strings_is_refused_naming_the_limit() {
+        let (sent, text) = printed(|_| {});
+        let n = Limits::DOCUMENT.strings;
+        let huge = xrunbench_test_support::hostile::with_empty_strings(&text, "player_command", n);
+        match record_from(huge.as_bytes(), &sent) {
+            Err(RecordRefused::Refused(why)) => {
+                assert!(why.contains(&format!("more than {n} strings")), "{why}")
+            }
+            other => panic!("{other:?}"),
+        }
     }
 }
