@@ -36,11 +36,14 @@ pub enum Target {
     /// trust: its stdout as a record of the trial that was sent, its
     /// stderr as the lines shown to people.
     TrialOutput,
+    /// A run directory as `compare` reads it: its `run.json` and a trial
+    /// file, each any bytes, through the one bounded reader.
+    RunDir,
 }
 
 impl Target {
     /// Every target, in the order `cargo xtask fuzz` runs them.
-    pub const ALL: [Target; 9] = [
+    pub const ALL: [Target; 10] = [
         Target::WavHeader,
         Target::Scenario,
         Target::TrialSpec,
@@ -50,6 +53,7 @@ impl Target {
         Target::LavaResults,
         Target::PlayerCli,
         Target::TrialOutput,
+        Target::RunDir,
     ];
 
     /// The target's name in `fuzz/fuzz_targets/`.
@@ -64,6 +68,7 @@ impl Target {
             Target::LavaResults => "lava_results",
             Target::PlayerCli => "player_cli",
             Target::TrialOutput => "trial_output",
+            Target::RunDir => "run_dir",
         }
     }
 }
@@ -83,6 +88,7 @@ pub fn exercise(target: Target, data: &[u8]) {
         // Exercised in fuzz/ and the player's tests (xtask never links it).
         Target::PlayerCli => {}
         Target::TrialOutput => trial_output(data),
+        Target::RunDir => run_dir(data),
     }
 }
 
@@ -192,6 +198,67 @@ fn trial_output(data: &[u8]) {
             "a control character shown: {line:?}"
         );
     }
+}
+
+/// `data` as a run directory: before its first NUL byte `run.json` (none
+/// when empty), after it `trials/a-1.json` (all of it without a NUL), read
+/// as `compare` reads it; what reads must be something a table can be
+/// computed from, and every refusal one line.
+fn run_dir(data: &[u8]) {
+    use xrunbench_host::compare;
+    use xrunbench_host::results::RunDir;
+    let (manifest, trial) = match data.iter().position(|&b| b == 0) {
+        Some(i) => (&data[..i], &data[i + 1..]),
+        None => (&data[..0], data),
+    };
+    let dir = scratch_run_dir();
+    std::fs::create_dir_all(dir.join("trials")).expect("making the scratch run directory");
+    if !manifest.is_empty() {
+        std::fs::write(dir.join("run.json"), manifest).expect("writing the scratch run.json");
+    }
+    std::fs::write(dir.join("trials/a-1.json"), trial).expect("writing the scratch trial");
+    let read = RunDir::load(&dir);
+    // Removed before anything is checked: a replay leaves nothing behind.
+    let _ = std::fs::remove_dir_all(&dir);
+    match read {
+        Ok(run) => {
+            for why in &run.unreadable {
+                one_line(why);
+            }
+            for r in &run.records {
+                for m in compare::metrics::Metric::ALL {
+                    if let Some(v) = m.of(r) {
+                        assert!(v.is_finite(), "{m:?} = {v}");
+                    }
+                }
+            }
+            let _ = compare::build(&[run], compare::table::Significance::Mwu, 0.05);
+        }
+        Err(e) => one_line(&e.0),
+    }
+}
+
+/// Where this process makes its scratch run directory, anew for each
+/// input. Those of processes gone (a crash leaves one) are swept the
+/// first time.
+fn scratch_run_dir() -> std::path::PathBuf {
+    use std::sync::OnceLock;
+    static DIR: OnceLock<std::path::PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| {
+        const PREFIX: &str = "xrunbench-fuzz-run-dir.";
+        let tmp = std::env::temp_dir();
+        for e in std::fs::read_dir(&tmp).into_iter().flatten().flatten() {
+            let name = e.file_name().to_string_lossy().into_owned();
+            let pid = name
+                .strip_prefix(PREFIX)
+                .and_then(|p| p.parse::<u32>().ok());
+            if pid.is_some_and(xrunbench_schema::doc::process_gone) {
+                let _ = std::fs::remove_dir_all(e.path());
+            }
+        }
+        tmp.join(format!("{PREFIX}{}", std::process::id()))
+    })
+    .clone()
 }
 
 fn journal(text: &str) {
