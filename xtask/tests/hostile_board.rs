@@ -205,6 +205,27 @@ fn terminal_escapes_from_the_board_are_shown_escaped() {
     assert!(!stdout.contains('\u{1b}'), "{stdout:?}");
 }
 
+#[test]
+fn restore_lines_from_the_board_are_shown_escaped() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = two_trials(dir.path());
+    let results = dir.path().join("results");
+    // ESC, BEL, a right-to-left override and an isolate in what
+    // `xrun-trial restore` says it put back.
+    let script =
+        "    printf 'restored \\033]0;pwned\\007 \\342\\200\\256gnp.exe\\342\\201\\246\\n'";
+    let board = FakeBoard::new(&[("restore", script)]);
+    let out = run_on(&board, &s, &results);
+    let err = stderr(&out);
+    for raw in ['\u{1b}', '\u{7}', '\u{202e}', '\u{2066}'] {
+        assert!(!err.contains(raw), "{raw:?} in {err:?}");
+    }
+    assert!(
+        err.contains("restored \\u{1b}]0;pwned\\u{7} \\u{202e}gnp.exe\\u{2066}"),
+        "{err}"
+    );
+}
+
 /// A board program that runs until killed, ignores SIGTERM (an ignored
 /// signal stays ignored across exec) and is not named `xrun-trial`: the
 /// host can neither stop it politely nor find it by name. `tag` makes it

@@ -160,21 +160,88 @@ impl Civil {
     }
 }
 
-/// `msg` on one line: serde quotes a document's own strings in its errors
-/// (an unknown field's name, an unknown variant), and a control character
-/// in them (a `\n` in the JSON, decoded) would break the one-line error
-/// every tool promises. Control characters are escaped as Rust writes
-/// them (`\n`, `\u{1b}`). Found by the fuzz targets (trial records,
-/// journals).
+/// The most bytes [`one_line`] shows of a text: a reason or a line a
+/// board, a lab or a log hands over fits many times (a serde error quoting
+/// a field, a failed trial's reason), while a 50 MB "reason" is cut here
+/// instead of flooding the terminal and every document that stores it.
+pub const MAX_SHOWN: usize = 4096;
+
+/// The format characters (Unicode General_Category Cf, Unicode 15, with
+/// the unassigned U+2065 of the bidi block): invisible, and the bidi ones
+/// (U+202A–U+202E, U+2066–U+2069) reorder what a terminal shows after
+/// them. A hand table: the board binaries carry no Unicode table crate.
+const FORMAT_CHARS: &[(u32, u32)] = &[
+    (0x00AD, 0x00AD),
+    (0x0600, 0x0605),
+    (0x061C, 0x061C),
+    (0x06DD, 0x06DD),
+    (0x070F, 0x070F),
+    (0x0890, 0x0891),
+    (0x08E2, 0x08E2),
+    (0x180E, 0x180E),
+    (0x200B, 0x200F),
+    (0x202A, 0x202E),
+    (0x2060, 0x206F),
+    (0xFEFF, 0xFEFF),
+    (0xFFF9, 0xFFFB),
+    (0x110BD, 0x110BD),
+    (0x110CD, 0x110CD),
+    (0x13430, 0x1343F),
+    (0x1BCA0, 0x1BCA3),
+    (0x1D173, 0x1D17A),
+    (0xE0001, 0xE0001),
+    (0xE0020, 0xE007F),
+];
+
+/// Whether `c` is one [`one_line`] escapes: a control character (Cc: C0,
+/// DEL, C1, so also `\t`, `\n`, U+0085), a format character (Cf, see
+/// [`FORMAT_CHARS`]), or the line and paragraph separators U+2028/U+2029
+/// — everything that is invisible, moves the cursor or reorders the line.
+/// Other spaces (U+00A0, U+3000) are shown: they neither hide text nor
+/// break the line.
+pub fn is_hidden(c: char) -> bool {
+    let cp = u32::from(c);
+    c.is_control()
+        || matches!(cp, 0x2028 | 0x2029)
+        || FORMAT_CHARS.iter().any(|&(lo, hi)| (lo..=hi).contains(&cp))
+}
+
+/// `msg` on one printable line, at most [`MAX_SHOWN`] bytes: the one
+/// escaper for every text from outside (a board's line or reason, a lab's
+/// device name, a log's field) and for serde errors, which quote a
+/// document's own strings (an unknown field's name). Each [`is_hidden`]
+/// character is escaped as Rust writes it (`\n`, `\u{1b}`, `\u{202e}`);
+/// a longer text is cut and ends `…(N bytes)`, N its length as given.
+/// Applying it again changes nothing.
 pub fn one_line(msg: &str) -> String {
-    let mut out = String::with_capacity(msg.len());
+    let mut out = String::with_capacity(msg.len().min(MAX_SHOWN));
     for c in msg.chars() {
-        if c.is_control() {
+        if is_hidden(c) {
             out.extend(c.escape_default());
         } else {
             out.push(c);
         }
+        // Escaping stops past the bound: a 50 MB text costs no 50 MB copy.
+        if out.len() > MAX_SHOWN {
+            break;
+        }
     }
+    if out.len() <= MAX_SHOWN {
+        return out;
+    }
+    let mark = format!("…({} bytes)", msg.len());
+    let mut cut = MAX_SHOWN - mark.len();
+    while !out.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    // An escape (`\u{1b}`) is not cut in half: it would read as text.
+    if let Some(open) = out[..cut].rfind("\\u{") {
+        if !out[open..cut].contains('}') {
+            cut = open;
+        }
+    }
+    out.truncate(cut);
+    out.push_str(&mark);
     out
 }
 
@@ -189,6 +256,42 @@ mod tests {
             one_line("unknown field `a\nb\u{1b}`, é"),
             "unknown field `a\\nb\\u{1b}`, é"
         );
+    }
+
+    #[test]
+    fn one_line_escapes_bidi_and_invisible_characters() {
+        assert_eq!(
+            one_line("a\u{202e}b\u{2066}c\u{200b}d\u{feff}e\u{2028}f\u{ad}g\u{e0041}h"),
+            "a\\u{202e}b\\u{2066}c\\u{200b}d\\u{feff}e\\u{2028}f\\u{ad}g\\u{e0041}h"
+        );
+        // Visible text of every script, and plain spaces, stay as they are.
+        for shown in ["é ü 日本 العربية", "a\u{a0}b", "x\u{3000}y", "\u{1f600}"] {
+            assert_eq!(one_line(shown), shown);
+        }
+        for c in [
+            '\u{7}', '\u{85}', '\u{200e}', '\u{2069}', '\u{61c}', '\u{2064}',
+        ] {
+            assert!(is_hidden(c), "{c:?}");
+        }
+    }
+
+    #[test]
+    fn a_long_text_is_cut_with_its_length_and_stays_cut() {
+        let long = "x".repeat(50 << 20);
+        let shown = one_line(&long);
+        assert!(shown.len() <= MAX_SHOWN, "{}", shown.len());
+        assert!(shown.ends_with("x…(52428800 bytes)"), "{}", &shown[4000..]);
+        assert_eq!(one_line(&shown), shown);
+        // Escapes and wide characters are never cut in half.
+        for unit in ["\u{1b}", "é", "日"] {
+            let shown = one_line(&unit.repeat(10_000));
+            assert!(shown.len() <= MAX_SHOWN);
+            let kept = shown.rsplit_once('…').expect("cut").0;
+            assert_eq!(kept.len() % one_line(unit).len(), 0, "{unit:?}");
+            assert_eq!(one_line(&shown), shown);
+        }
+        let exact = "y".repeat(MAX_SHOWN);
+        assert_eq!(one_line(&exact), exact);
     }
 
     #[test]

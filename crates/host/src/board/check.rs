@@ -12,6 +12,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::Result;
+use xrunbench_schema::doc::one_line;
 use xrunbench_schema::probe::{CheckReport, Probe};
 use xrunbench_schema::trial::AudioInput;
 use xrunbench_schema::Backend;
@@ -168,11 +169,13 @@ fn sound_bytes(source: &AudioSource) -> u64 {
     }
 }
 
-/// `label  offered` and, with a scenario, `needs: …` beneath.
+/// `label  offered` and, with a scenario, `needs: …` beneath. Both are
+/// mostly the probe's words (arch, model, kernel, cards): escaped and
+/// capped here, where every row goes through.
 fn row(out: &mut String, label: &str, offered: &str, needs: Option<String>) {
-    out.push_str(&format!("{label:<14} {offered}\n"));
+    out.push_str(&format!("{label:<14} {}\n", one_line(offered)));
     if let Some(n) = needs {
-        out.push_str(&format!("{:<14} needs: {n}\n", ""));
+        out.push_str(&format!("{:<14} needs: {}\n", "", one_line(&n)));
     }
 }
 
@@ -462,14 +465,9 @@ fn push_knob_rows(out: &mut String, r: &CheckReport) {
 mod tests {
     use super::*;
 
-    #[test]
-    fn a_row_per_need_under_what_is_offered() {
-        let p = Path::new("s.toml");
-        let text = "name = \"s\"\n[audio]\ngenerate = { seconds = 1, rate = 8000, channels = 1 }\n\
-                    [[config]]\nname = \"a\"\n[config.audio]\npriority = \"fifo:80\"\n\
-                    [[config]]\nname = \"b\"\nkernel = \"9.9\"\n";
-        let s = scenario::resolve(p, &scenario::parse(p, text).unwrap()).unwrap();
-        let probe: Probe = serde_json::from_value(serde_json::json!({
+    /// A probe of an armv7 board with `machine` changed by `edit`.
+    fn probe(edit: impl FnOnce(&mut serde_json::Value)) -> Probe {
+        let mut v = serde_json::json!({
             "schema": "xrunbench.probe/1", "version": "0",
             "machine": {"kernel_release": "6.1.0", "kernel_version": "#1", "arch": "armv7l",
                 "hostname": "b", "cmdline": "", "cpu_model": "", "cpu_count": 4,
@@ -483,13 +481,44 @@ mod tests {
             "tmpfs": {"dir": "/dev/shm", "free_bytes": 100000000u64},
             "binaries": {"dir": "/root/.cache/xrunbench/bin", "player": true, "hackbench": true},
             "journal_dir": "/var/lib/xrunbench/journal"
-        }))
-        .unwrap();
-        let text = render("ssh root@b", Some(p), &probe, &s, None);
+        });
+        edit(&mut v["machine"]);
+        serde_json::from_value(v).unwrap()
+    }
+
+    #[test]
+    fn a_row_per_need_under_what_is_offered() {
+        let p = Path::new("s.toml");
+        let text = "name = \"s\"\n[audio]\ngenerate = { seconds = 1, rate = 8000, channels = 1 }\n\
+                    [[config]]\nname = \"a\"\n[config.audio]\npriority = \"fifo:80\"\n\
+                    [[config]]\nname = \"b\"\nkernel = \"9.9\"\n";
+        let s = scenario::resolve(p, &scenario::parse(p, text).unwrap()).unwrap();
+        let text = render("ssh root@b", Some(p), &probe(|_| {}), &s, None);
         assert!(text.contains("armv7l (board binaries: armv7)"), "{text}");
         assert!(text.contains("needs: 9.9 only (b)"), "{text}");
-        assert!(text.contains("needs: 80 (a)"), "{text}");
         assert!(text.contains("needs: 0.02 MB (a), 0.02 MB (b)"), "{text}");
+        assert!(text.contains("needs: 80 (a)"), "{text}");
         assert!(text.lines().all(|l| l.len() <= 100), "{text}");
+    }
+
+    #[test]
+    fn the_probes_words_are_shown_escaped() {
+        let s = Scenario::without_configs("--target", None);
+        let hostile = "x\u{1b}[2J\u{7}\u{202e}y\u{2066}";
+        let p = probe(|m| {
+            m["arch"] = serde_json::json!(format!("armv7l{hostile}"));
+            m["board_model"] = serde_json::json!(format!("Pi{hostile}"));
+            m["kernel_release"] = serde_json::json!(format!("6.1{hostile}"));
+        });
+        let text = render("ssh root@b", None, &p, &s, None);
+        let shown = "x\\u{1b}[2J\\u{7}\\u{202e}y\\u{2066}";
+        for word in ["armv7l", "Pi", "6.1"] {
+            assert!(text.contains(&format!("{word}{shown}")), "{word}: {text}");
+        }
+        assert!(
+            text.chars()
+                .all(|c| c == '\n' || !xrunbench_schema::doc::is_hidden(c)),
+            "{text:?}"
+        );
     }
 }

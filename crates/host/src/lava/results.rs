@@ -352,8 +352,12 @@ fn scenario_file(args: &LavaResultsArgs, log: &JobLog) -> Result<ScenarioFile> {
             args.input.display()
         );
     };
-    serde_json::from_slice(bytes)
-        .with_context(|| format!("the scenario `{name}` in the log is not a scenario"))
+    serde_json::from_slice(bytes).with_context(|| {
+        format!(
+            "{} in the log is not a scenario",
+            doc_named("scenario", name)
+        )
+    })
 }
 
 /// The trial records the log carries, in plan order; each refused one
@@ -378,7 +382,7 @@ pub(crate) fn records_in(log: &JobLog) -> (Vec<TrialRecord>, Vec<String>) {
         }
         match log_record(name, bytes) {
             Ok(r) => out.push(r),
-            Err(e) => refused.push(format!("{e:#}")),
+            Err(e) => refused.push(one_line(&format!("{e:#}"))),
         }
     }
     out.sort_by_key(|r| r.trial.seq);
@@ -445,14 +449,14 @@ fn check_measurements(cases: &[Case], dir: &RunDir) -> Vec<String> {
         let Some(mean) = xrunbench_schema::gate::Statistic::Mean.of(&values) else {
             out.push(format!(
                 "case {}: LAVA has {reported}, the records have no value",
-                c.name
+                one_line(&c.name)
             ));
             continue;
         };
         if (mean - reported).abs() > 1e-6 * mean.abs().max(1.0) {
             out.push(format!(
                 "case {}: LAVA has {reported}, the records' mean is {mean}",
-                c.name
+                one_line(&c.name)
             ));
         }
     }
@@ -488,7 +492,8 @@ pub fn parse_log(text: &str) -> JobLog {
     }
     for ((kind, name), _) in open.chunks {
         log.broken.push(format!(
-            "the {kind} `{name}` was cut off (no `{DOC_END_LINE}` line)"
+            "{} was cut off (no `{DOC_END_LINE}` line)",
+            doc_named(&kind, &name)
         ));
     }
     log
@@ -534,6 +539,12 @@ fn nesting(text: &str) -> usize {
     deepest
 }
 
+/// `the KIND `NAME``: a document of the log named as the board wrote it,
+/// escaped (the board chose both words).
+fn doc_named(kind: &str, name: &str) -> String {
+    format!("the {} `{}`", one_line(kind), one_line(name))
+}
+
 /// The documents being read back from a log: each one's base64 so far,
 /// and the log line each one already read ended at.
 #[derive(Default)]
@@ -559,7 +570,8 @@ fn doc_line(msg: &str, at: usize, open: &mut OpenDocs, log: &mut JobLog) {
         if let Some(first) = open.ended.get(&key) {
             log.docs.remove(&key);
             log.broken.push(format!(
-                "the {kind} `{name}` is in the log twice (ending at lines {first} and {at}): both refused"
+                "{} is in the log twice (ending at lines {first} and {at}): both refused",
+                doc_named(kind, name)
             ));
             return;
         }
@@ -569,12 +581,13 @@ fn doc_line(msg: &str, at: usize, open: &mut OpenDocs, log: &mut JobLog) {
                 log.docs.insert(key, data);
             }
             (Some(data), Ok(n)) => log.broken.push(format!(
-                "the {kind} `{name}` has {} bytes, expected {n}",
+                "{} has {} bytes, expected {n}",
+                doc_named(kind, name),
                 data.len()
             )),
             _ => log
                 .broken
-                .push(format!("the {kind} `{name}` is not base64")),
+                .push(format!("{} is not base64", doc_named(kind, name))),
         }
     } else if let Some(i) = msg.find(&marker) {
         let mut w = msg[i + marker.len()..].split_whitespace();
@@ -788,6 +801,39 @@ mod tests {
             l.broken,
             ["the record `b-1` was cut off (no `xrunbench-doc-end` line)"]
         );
+    }
+
+    #[test]
+    fn a_documents_kind_and_name_are_shown_escaped() {
+        let hostile = "r\u{1b}]0;x\u{7}\u{202e}\u{2066}";
+        let line = |msg: String| {
+            format!(
+                "{}\n",
+                serde_json::json!({"dt": "2026-12-01T01:20:16.11", "lvl": "target", "msg": msg})
+            )
+        };
+        let log = [
+            line(format!("xrunbench-doc {hostile} {hostile} aGVs")),
+            line(format!("xrunbench-doc-end {hostile} {hostile} 9")),
+            line(format!("xrunbench-doc {hostile} n{hostile} aGVs")),
+        ]
+        .concat();
+        let l = parse_log(&log);
+        let shown = "r\\u{1b}]0;x\\u{7}\\u{202e}\\u{2066}";
+        assert_eq!(
+            l.broken,
+            [
+                format!("the {shown} `{shown}` has 3 bytes, expected 9"),
+                format!("the {shown} `n{shown}` was cut off (no `xrunbench-doc-end` line)"),
+            ]
+        );
+        let mut records = JobLog::default();
+        records
+            .docs
+            .insert(("record".into(), hostile.into()), b"{}".to_vec());
+        let (_, refused) = records_in(&records);
+        assert!(refused[0].contains(shown), "{}", refused[0]);
+        assert!(!refused[0].chars().any(xrunbench_schema::doc::is_hidden));
     }
 
     #[test]

@@ -9,8 +9,8 @@ use std::time::SystemTime;
 
 use anyhow::{Context, Result};
 use serde::Serialize;
-use xrunbench_schema::doc::{utc_stamp, write_atomic};
-use xrunbench_schema::trial::{TrialId, TrialRecord};
+use xrunbench_schema::doc::{one_line, utc_stamp, write_atomic};
+use xrunbench_schema::trial::{TrialId, TrialOutcome, TrialRecord};
 
 use super::layout;
 use super::log::LostTrial;
@@ -143,7 +143,10 @@ impl RunWriter {
             id.display_name()
         );
         let path = layout::trials_dir(&self.dir).join(layout::record_file_name(id, record));
-        write_json(&path, record)?;
+        match reason_shown(record) {
+            Some(shown) => write_json(&path, &shown)?,
+            None => write_json(&path, record)?,
+        }
         Ok(path)
     }
 
@@ -152,7 +155,11 @@ impl RunWriter {
     pub fn lost_trial(&self, lost: &LostTrial) -> Result<PathBuf> {
         let path = layout::trials_dir(&self.dir)
             .join(layout::lost_file_name(&lost.trial.stem(), lost.attempt));
-        write_json(&path, lost)?;
+        let shown = LostTrial {
+            reason: one_line(&lost.reason),
+            ..lost.clone()
+        };
+        write_json(&path, &shown)?;
         Ok(path)
     }
 
@@ -176,6 +183,24 @@ impl RunWriter {
         write_text(&path, svg)?;
         Ok(path)
     }
+}
+
+/// `record` with its failure's words (a board's) as they are kept: on one
+/// line and capped, so that a 50 MB reason is not copied into the run's
+/// log, its summary and every later read of them; `None` when there is
+/// nothing to change (a measurement, a short reason).
+fn reason_shown(record: &TrialRecord) -> Option<TrialRecord> {
+    let outcome = match &record.outcome {
+        TrialOutcome::Ran => return None,
+        TrialOutcome::Failed { reason } => TrialOutcome::Failed {
+            reason: one_line(reason),
+        },
+        TrialOutcome::Interrupted { by } => TrialOutcome::Interrupted { by: one_line(by) },
+    };
+    (outcome != record.outcome).then(|| TrialRecord {
+        outcome,
+        ..record.clone()
+    })
 }
 
 /// The hidden file that holds room for the final `run.json` while a run

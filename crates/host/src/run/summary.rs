@@ -8,6 +8,7 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 use serde::Serialize;
+use xrunbench_schema::doc::one_line;
 
 use crate::compare::metrics::Metric;
 use crate::results::{LoadError, Outcome, RunDir};
@@ -76,11 +77,12 @@ impl Summary {
         let mut kernels: Vec<String> = dir
             .records
             .iter()
-            .map(|r| r.machine.kernel_release.clone())
+            .map(|r| one_line(&r.machine.kernel_release))
             .collect();
         kernels.sort();
         kernels.dedup();
-        let mut sinks = dir.sinks();
+        // A board's words, as everything from outside: escaped and capped.
+        let mut sinks: Vec<String> = dir.sinks().iter().map(|s| one_line(s)).collect();
         sinks.sort();
         let planned = dir.manifest.as_ref().map_or(0, |m| m.plan.len());
         let not_measured = dir
@@ -435,5 +437,52 @@ mod tests {
         assert!(
             render_text(&s).ends_with("(3 planned trial(s) not run: the run was interrupted)\n")
         );
+    }
+
+    #[test]
+    fn a_boards_kernel_and_reason_are_shown_escaped_and_capped() {
+        let root = tempfile::tempdir().unwrap();
+        let hostile = "6.1\u{1b}]0;owned\u{7}\u{202e}lmth.exe\u{2066}";
+        let reason = "r".repeat(50 << 20);
+        let failed = trial("b", 1, |v| {
+            v["machine"]["kernel_release"] = json!(hostile);
+            v["outcome"] = json!({ "status": "failed", "reason": reason });
+            v["player"] = Value::Null;
+        });
+        let a = measured("a", 1, 1.0, |v| {
+            v["machine"]["kernel_release"] = json!(hostile)
+        });
+        let m = manifest(&["a", "b"]);
+        let dir = RunDir::read(&write_run(root.path(), &m, &[a, failed])).unwrap();
+        let s = Summary::of(&dir, &Outcome::Completed).unwrap();
+        let escaped = "6.1\\u{1b}]0;owned\\u{7}\\u{202e}lmth.exe\\u{2066}";
+        assert_eq!(s.kernels, [escaped]);
+        let text = render_text(&s);
+        assert!(text.contains(&format!("kernel {escaped}\n")), "{text}");
+        assert!(text
+            .chars()
+            .all(|c| c == '\n' || !xrunbench_schema::doc::is_hidden(c)));
+        let outcome = &s.not_measured[0].outcome;
+        assert!(
+            outcome.ends_with("r…(52428800 bytes)"),
+            "{}",
+            &outcome[4000..]
+        );
+        assert!(outcome.len() <= xrunbench_schema::doc::MAX_SHOWN + 8);
+        let json = serde_json::to_string(&s).unwrap();
+        assert!(
+            json.len() < 16 << 10,
+            "summary.json of {} bytes",
+            json.len()
+        );
+        // The run keeps the reason capped too: its file is small.
+        let trials = dir.path.join("trials");
+        let kept = std::fs::read_dir(&trials)
+            .unwrap()
+            .flatten()
+            .find(|e| e.file_name().to_string_lossy().starts_with("b-1"))
+            .expect("the failed trial's file");
+        let kept = std::fs::read_to_string(kept.path()).unwrap();
+        assert!(kept.contains("r…(52428800 bytes)") && kept.len() < 16 << 10);
     }
 }

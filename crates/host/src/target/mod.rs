@@ -227,10 +227,7 @@ pub trait Target {
     fn restore(&self) -> Result<(bool, Vec<String>)> {
         let limit = self.trial_timeout().unwrap_or_default().max(RESTORE_LIMIT);
         let out = capture(self, &["restore"], None, limit)?;
-        let lines = String::from_utf8_lossy(&out.stdout)
-            .lines()
-            .map(str::to_string)
-            .collect();
+        let lines = shown_lines(&out.stdout);
         match out.status.code() {
             Some(0) => Ok((true, lines)),
             Some(1) => Ok((false, lines)),
@@ -653,12 +650,22 @@ const KEPT_STDERR: usize = 64 * 1024;
 
 /// The last non-empty line of a captured output.
 pub(crate) fn last(bytes: &[u8]) -> String {
+    one_line(
+        String::from_utf8_lossy(bytes)
+            .lines()
+            .rev()
+            .find(|l| !l.trim().is_empty())
+            .unwrap_or("no message"),
+    )
+}
+
+/// A board's output (`xrun-trial restore`'s) as lines to show: each
+/// escaped and capped, as every board's word.
+pub(crate) fn shown_lines(bytes: &[u8]) -> Vec<String> {
     String::from_utf8_lossy(bytes)
         .lines()
-        .rev()
-        .find(|l| !l.trim().is_empty())
-        .unwrap_or("no message")
-        .to_string()
+        .map(one_line)
+        .collect()
 }
 
 #[cfg(test)]

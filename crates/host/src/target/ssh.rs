@@ -766,10 +766,7 @@ impl Ssh {
             limit,
             "xrun-trial restore",
         )?;
-        let lines: Vec<String> = String::from_utf8_lossy(&out.stdout)
-            .lines()
-            .map(str::to_string)
-            .collect();
+        let lines = super::shown_lines(&out.stdout);
         match out.status.code() {
             Some(0 | 1) => Ok(lines),
             _ => bail!(
