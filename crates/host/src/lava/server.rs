@@ -22,6 +22,8 @@
 use std::collections::HashMap;
 use std::fmt;
 use std::path::Path;
+use std::sync::mpsc::{self, RecvTimeoutError};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde::de::DeserializeOwned;
@@ -37,6 +39,13 @@ const READ_TIMEOUT: Duration = Duration::from_secs(60);
 const MAX_BODY: u64 = 64 << 20;
 /// How much of an unexpected reply an error quotes.
 const SNIPPET_CHARS: usize = 200;
+/// How often a request in flight looks whether a stop was asked (SIGINT,
+/// SIGTERM): a server that answers a byte at a time holds a stop no
+/// longer than this.
+const STOP_CHECK: Duration = Duration::from_millis(250);
+/// The whole time a cancel may take: a cancel is what a stop does, so a
+/// stop does not cut it short, and a slow server must not hold the stop.
+const CANCEL_TIMEOUT: Duration = Duration::from_secs(10);
 /// The message `jobs/validate/` answers for a valid job.
 const JOB_VALID: &str = "Job valid.";
 
@@ -105,6 +114,13 @@ pub enum ServerError {
         url: String,
         /// What was expected, and what was missing or wrong.
         expected: String,
+    },
+    /// A stop (SIGINT, SIGTERM) was asked while the request was in
+    /// flight: it was given up, its connection closed.
+    #[error("{url}: given up: a signal asked to stop")]
+    Interrupted {
+        /// The URL requested.
+        url: String,
     },
     /// [`Server::wait`]'s deadline passed before the job finished.
     #[error("job {id}: not finished after {waited:.0?} (the deadline passed)")]
@@ -227,7 +243,7 @@ impl From<String> for JobState {
 impl fmt::Display for JobState {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            JobState::Other(s) => f.write_str(s),
+            JobState::Other(s) => f.write_str(&one_line(s)),
             known => write!(f, "{known:?}"),
         }
     }
@@ -264,7 +280,7 @@ impl From<String> for JobHealth {
 impl fmt::Display for JobHealth {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            JobHealth::Other(s) => f.write_str(s),
+            JobHealth::Other(s) => f.write_str(&one_line(s)),
             known => write!(f, "{known:?}"),
         }
     }
@@ -365,15 +381,22 @@ struct Reply {
     location: Option<String>,
 }
 
-/// A LAVA server: its URL, an HTTP agent with timeouts, and the token.
+/// Whether a stop was asked: what a request in flight looks at.
+type StopAsked = Arc<dyn Fn() -> bool + Send + Sync>;
+
+/// A LAVA server: its URL, the HTTP configuration (timeouts), the token,
+/// and what says a stop was asked.
 pub struct Server {
     /// `scheme://host[:port]/[prefix/]`, always ending in `/`.
     base: String,
     /// `scheme://host[:port]`: where pagination links are sent (see
     /// [`Server::follow`]).
     origin: String,
-    agent: ureq::Agent,
+    /// Each request gets an agent of its own from it, so that giving one
+    /// up (closing its connection) touches no other.
+    config: ureq::config::Config,
     token: Option<Token>,
+    stop: StopAsked,
 }
 
 impl fmt::Debug for Server {
@@ -620,7 +643,7 @@ impl Server {
     /// needed to submit and cancel; reading public jobs needs none.
     pub fn new(base_url: &str, token: Option<Token>) -> Result<Server, ServerError> {
         let (base, origin) = parse_base(base_url.trim())?;
-        let agent = ureq::Agent::config_builder()
+        let config = ureq::Agent::config_builder()
             .timeout_resolve(Some(CONNECT_TIMEOUT))
             .timeout_connect(Some(CONNECT_TIMEOUT))
             .timeout_send_request(Some(READ_TIMEOUT))
@@ -638,14 +661,21 @@ impl Server {
             .max_idle_connections(0)
             .max_idle_connections_per_host(0)
             .user_agent(concat!("xrunbench/", env!("CARGO_PKG_VERSION")))
-            .build()
-            .new_agent();
+            .build();
         Ok(Server {
             base,
             origin,
-            agent,
+            config,
             token,
+            stop: Arc::new(|| crate::run::signals::stop_requested().is_some()),
         })
+    }
+
+    /// This client with `stop` as what says a stop was asked, instead of
+    /// SIGINT and SIGTERM (a test's flag).
+    pub fn stopped_by(mut self, stop: impl Fn() -> bool + Send + Sync + 'static) -> Server {
+        self.stop = Arc::new(stop);
+        self
     }
 
     /// The server's URL, as requests are built from it (ends in `/`).
@@ -701,26 +731,77 @@ impl Server {
         self.token.as_ref().map(|t| format!("Token {}", t.0))
     }
 
-    /// GET `url`.
-    fn get(&self, url: &str) -> Result<Reply, ServerError> {
-        let mut req = self.agent.get(url).header("Accept", "application/json");
-        if let Some(auth) = self.authorization() {
-            req = req.header("Authorization", auth);
+    /// The reply to the request `send` makes with a fresh agent, read on a
+    /// thread of its own while this one looks for a stop every
+    /// [`STOP_CHECK`]: ureq's timeouts bound a phase, not a read, so a
+    /// server sending a byte now and then would hold a stop for a whole
+    /// timeout. On a stop the agent is shut down (its socket closed, the
+    /// thread's read fails at once) and [`ServerError::Interrupted`]
+    /// returned. With `stoppable` false (a cancel, which is what a stop
+    /// does) no stop cuts it short.
+    fn exchange(
+        &self,
+        url: &str,
+        stoppable: bool,
+        send: impl FnOnce(&ureq::Agent) -> Result<ureq::http::Response<ureq::Body>, ureq::Error>
+            + Send
+            + 'static,
+    ) -> Result<Reply, ServerError> {
+        let agent = ureq::Agent::new_with_config(self.config.clone());
+        let (tx, rx) = mpsc::channel();
+        let worker = agent.clone();
+        let owned = url.to_owned();
+        std::thread::spawn(move || {
+            let _ = tx.send(Server::read(&owned, send(&worker)));
+        });
+        loop {
+            match rx.recv_timeout(STOP_CHECK) {
+                Ok(reply) => return reply,
+                Err(RecvTimeoutError::Disconnected) => {
+                    return Err(ServerError::Unreachable {
+                        url: url.to_owned(),
+                        reason: "the request ended without an answer".to_owned(),
+                    })
+                }
+                Err(RecvTimeoutError::Timeout) if stoppable && (self.stop)() => {
+                    agent.shutdown();
+                    return Err(ServerError::Interrupted {
+                        url: url.to_owned(),
+                    });
+                }
+                Err(RecvTimeoutError::Timeout) => {}
+            }
         }
-        Server::read(url, req.call())
     }
 
-    /// POST `body` as JSON to `url`.
+    /// GET `url`; a stop gives it up.
+    fn get(&self, url: &str) -> Result<Reply, ServerError> {
+        let auth = self.authorization();
+        let owned = url.to_owned();
+        self.exchange(url, true, move |agent| {
+            let mut req = agent.get(&owned).header("Accept", "application/json");
+            if let Some(auth) = auth {
+                req = req.header("Authorization", auth);
+            }
+            req.call()
+        })
+    }
+
+    /// POST `body` as JSON to `url`; a stop gives it up.
     fn post_json(&self, url: &str, body: &serde_json::Value) -> Result<Reply, ServerError> {
-        let mut req = self
-            .agent
-            .post(url)
-            .header("Accept", "application/json")
-            .header("Content-Type", "application/json");
-        if let Some(auth) = self.authorization() {
-            req = req.header("Authorization", auth);
-        }
-        Server::read(url, req.send(body.to_string().as_str()))
+        let auth = self.authorization();
+        let owned = url.to_owned();
+        let body = body.to_string();
+        self.exchange(url, true, move |agent| {
+            let mut req = agent
+                .post(&owned)
+                .header("Accept", "application/json")
+                .header("Content-Type", "application/json");
+            if let Some(auth) = auth {
+                req = req.header("Authorization", auth);
+            }
+            req.send(body.as_str())
+        })
     }
 
     /// Every item of a paginated list, following `next`.
@@ -774,7 +855,21 @@ impl Server {
     /// is accepted and changes nothing.
     pub fn cancel(&self, id: u64) -> Result<(), ServerError> {
         let url = self.api(&format!("jobs/{id}/cancel/"));
-        let reply = success(self.get(&url)?, self.token.is_some())?;
+        let auth = self.authorization();
+        let owned = url.clone();
+        let reply = self.exchange(&url, false, move |agent| {
+            let mut req = agent
+                .get(&owned)
+                .config()
+                .timeout_global(Some(CANCEL_TIMEOUT))
+                .build()
+                .header("Accept", "application/json");
+            if let Some(auth) = auth {
+                req = req.header("Authorization", auth);
+            }
+            req.call()
+        })?;
+        let reply = success(reply, self.token.is_some())?;
         parse::<Message>(&reply, "a JSON object with `message`").map(|_| ())
     }
 
@@ -862,7 +957,15 @@ impl Server {
                     waited: t - started,
                 });
             }
-            std::thread::sleep(poll.min(deadline - t));
+            let wake = t + poll.min(deadline - t);
+            while Instant::now() < wake {
+                if (self.stop)() {
+                    return Err(ServerError::Interrupted {
+                        url: self.api(&format!("jobs/{id}/")),
+                    });
+                }
+                std::thread::sleep(STOP_CHECK.min(wake.saturating_duration_since(Instant::now())));
+            }
         }
     }
 }
@@ -1243,5 +1346,61 @@ mod tests {
             heads[0]
         );
         assert!(!heads[0].to_ascii_lowercase().contains("authorization"));
+    }
+
+    #[test]
+    fn a_server_answering_a_byte_at_a_time_does_not_hold_a_stop() {
+        use std::sync::atomic::{AtomicBool, Ordering};
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+        let port = listener.local_addr().expect("addr").port();
+        let (began, reply_began) = std::sync::mpsc::channel();
+        let finished = Arc::new(AtomicBool::new(false));
+        let server_finished = finished.clone();
+        // A reply of ~110 bytes, one every 2 s: some 4 minutes to finish.
+        std::thread::spawn(move || {
+            let (mut conn, _) = listener.accept().expect("accept");
+            let mut reader = BufReader::new(conn.try_clone().expect("clone"));
+            let mut line = String::new();
+            while reader.read_line(&mut line).is_ok_and(|n| n > 0) && line != "\r\n" {
+                line.clear();
+            }
+            let body = r#"{"id":1,"state":"Finished","health":"Complete","actual_device":null}"#;
+            let reply = format!(
+                "HTTP/1.1 200 OK\r\nContent-Length: {}\r\n\r\n{body}",
+                body.len()
+            );
+            for (i, b) in reply.bytes().enumerate() {
+                if conn.write_all(&[b]).and_then(|()| conn.flush()).is_err() {
+                    return;
+                }
+                if i == 0 {
+                    let _ = began.send(());
+                }
+                std::thread::sleep(Duration::from_secs(2));
+            }
+            server_finished.store(true, Ordering::SeqCst);
+        });
+        let stop = Arc::new(AtomicBool::new(false));
+        let asked = stop.clone();
+        let s = Server::new(&format!("http://127.0.0.1:{port}"), None)
+            .expect("server")
+            .stopped_by(move || asked.load(Ordering::SeqCst));
+        let (done, answer) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let _ = done.send(s.job(1));
+        });
+        reply_began.recv().expect("the reply began");
+        // What the SIGINT handler does.
+        stop.store(true, Ordering::SeqCst);
+        let e = answer.recv().expect("an answer").unwrap_err();
+        assert!(matches!(e, ServerError::Interrupted { .. }), "{e:?}");
+        assert!(
+            !finished.load(Ordering::SeqCst),
+            "the request waited for the whole reply"
+        );
+        assert_eq!(
+            e.to_string(),
+            format!("http://127.0.0.1:{port}/api/v0.2/jobs/1/: given up: a signal asked to stop")
+        );
     }
 }

@@ -566,7 +566,8 @@ fn refusal(e: ServerError) -> LabRefused {
     match e {
         ServerError::Unreachable { .. }
         | ServerError::BadReply { .. }
-        | ServerError::TimedOut { .. } => LabRefused::Failed(line),
+        | ServerError::TimedOut { .. }
+        | ServerError::Interrupted { .. } => LabRefused::Failed(line),
         ServerError::Status { status, .. } if status >= 500 => LabRefused::Failed(line),
         _ => LabRefused::BadInput(line),
     }
@@ -597,22 +598,28 @@ fn submit(server: &Server, sh: &mut Share, i: usize, n: usize) -> Result<(), Ser
 }
 
 fn say_job(job: &Job, i: usize, n: usize) {
+    println!("{}", job_line(job, i, n));
+}
+
+/// `lava: job 12 (share 1/2): Running on qemu01`: the lab's words
+/// (device, an unknown state or health) escaped.
+fn job_line(job: &Job, i: usize, n: usize) -> String {
     let device = job
         .actual_device
         .as_deref()
-        .map(|d| format!(" on {d}"))
+        .map(|d| format!(" on {}", one_line(d)))
         .unwrap_or_default();
     let health = if job.state == JobState::Finished {
         format!(": {}", job.health)
     } else {
         String::new()
     };
-    println!(
+    format!(
         "lava: job {} (share {}/{n}): {}{device}{health}",
         job.id,
         i + 1,
         job.state
-    );
+    )
 }
 
 /// The records every Complete job logged (its log read by `log_of`),
@@ -626,7 +633,8 @@ fn fetch_records(
     let mut problems = Vec::new();
     for sh in shares {
         let Some(job) = &sh.done else { continue };
-        let device = job.actual_device.clone().unwrap_or_default();
+        // The lab's word: it names the device in the lines shown.
+        let device = one_line(job.actual_device.as_deref().unwrap_or_default());
         let log = match log_of(job.id) {
             Ok(text) => parse_log(&text),
             Err(e) => {
@@ -734,7 +742,7 @@ fn target_line(url: &str, shares: &[Share]) -> String {
                 "{} job {} on {} ({})",
                 if i == 0 { "" } else { "," },
                 j.id,
-                j.actual_device.as_deref().unwrap_or("?"),
+                one_line(j.actual_device.as_deref().unwrap_or("?")),
                 stems.join(" ")
             ),
             None => write!(
@@ -823,6 +831,43 @@ fn pairs(n: usize) -> impl Iterator<Item = (usize, usize)> {
 mod tests {
     use super::*;
     use crate::run::scenario;
+
+    #[test]
+    fn a_labs_device_state_and_health_are_shown_escaped() {
+        let hostile = "q\u{1b}[31m\u{7}\u{202e}\u{2066}";
+        let shown = "q\\u{1b}[31m\\u{7}\\u{202e}\\u{2066}";
+        let job = Job {
+            id: 12,
+            state: JobState::Finished,
+            health: JobHealth::Other(hostile.into()),
+            actual_device: Some(hostile.into()),
+            submit_time: None,
+            start_time: None,
+            end_time: None,
+        };
+        assert_eq!(
+            job_line(&job, 0, 1),
+            format!("lava: job 12 (share 1/1): Finished on {shown}: {shown}")
+        );
+        let running = Job {
+            state: JobState::Other(hostile.into()),
+            ..job.clone()
+        };
+        assert!(job_line(&running, 0, 1).contains(&format!("): {shown} on {shown}")));
+        let share = Share {
+            trials: Vec::new(),
+            job: String::new(),
+            minutes: 1,
+            id: Some(12),
+            tries: 1,
+            done: Some(job),
+            failed: None,
+        };
+        assert_eq!(
+            target_line("http://127.0.0.1:1/", &[share]),
+            format!("lava http://127.0.0.1:1/: job 12 on {shown} ()")
+        );
+    }
 
     #[test]
     fn a_lab_not_there_or_failing_is_the_labs_failure_a_refused_input_is_bad_input() {
