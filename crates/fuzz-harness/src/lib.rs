@@ -39,11 +39,15 @@ pub enum Target {
     /// A run directory as `compare` reads it: its `run.json` and a trial
     /// file, each any bytes, through the one bounded reader.
     RunDir,
+    /// A LAVA server's REST reply, read as each endpoint's (a job, test
+    /// cases and suites, devices, a page's `next`, a validation, a
+    /// submission, a cancel): an optional `STATUS\n` line, then the body.
+    LavaReply,
 }
 
 impl Target {
     /// Every target, in the order `cargo xtask fuzz` runs them.
-    pub const ALL: [Target; 10] = [
+    pub const ALL: [Target; 11] = [
         Target::WavHeader,
         Target::Scenario,
         Target::TrialSpec,
@@ -54,6 +58,7 @@ impl Target {
         Target::PlayerCli,
         Target::TrialOutput,
         Target::RunDir,
+        Target::LavaReply,
     ];
 
     /// The target's name in `fuzz/fuzz_targets/`.
@@ -69,6 +74,7 @@ impl Target {
             Target::PlayerCli => "player_cli",
             Target::TrialOutput => "trial_output",
             Target::RunDir => "run_dir",
+            Target::LavaReply => "lava_reply",
         }
     }
 }
@@ -89,6 +95,7 @@ pub fn exercise(target: Target, data: &[u8]) {
         Target::PlayerCli => {}
         Target::TrialOutput => trial_output(data),
         Target::RunDir => run_dir(data),
+        Target::LavaReply => text(data, lava_reply),
     }
 }
 
@@ -300,6 +307,34 @@ fn lava_results(text: &str) {
         }
         Err(e) => one_line(&format!("{e:#}")),
     }
+}
+
+fn lava_reply(text: &str) {
+    // `STATUS\n` first, if the input starts so; else a 200.
+    let (status, body) = match text.split_once('\n') {
+        Some((s, body)) if s.len() == 3 && s.bytes().all(|b| b.is_ascii_digit()) => {
+            (s.parse().unwrap_or(200), body)
+        }
+        _ => (200, text),
+    };
+    for (what, read) in xrunbench_host::lava::server::readings(status, body) {
+        let line = match read {
+            Ok(line) => line,
+            Err(e) => e.to_string(),
+        };
+        shown(&line);
+        if what == "next" && !line.is_empty() {
+            // The token is never sent to a host the user did not name.
+            assert!(line.starts_with("https://lava.test/"), "{line:?}");
+        }
+    }
+}
+
+/// A line shown to a person: one line, nothing hidden in it.
+fn shown(line: &str) {
+    one_line(line);
+    let hidden = line.chars().find(|&c| xrunbench_schema::doc::is_hidden(c));
+    assert!(hidden.is_none(), "{hidden:?} shown raw in {line:?}");
 }
 
 fn hackbench_cli(args: &[String]) {

@@ -611,12 +611,18 @@ fn name_suites(
                     .cloned()
                     .ok_or_else(|| ServerError::BadReply {
                         url: suites_url.to_owned(),
-                        expected: format!("suite {n} (of test case `{}`) listed", t.name),
+                        expected: format!(
+                            "suite {n} (of test case `{}`) listed",
+                            one_line(&t.name)
+                        ),
                     })?,
                 _ => {
                     return Err(ServerError::BadReply {
                         url: tests_url.to_owned(),
-                        expected: format!("test case `{}`'s suite as an id or a name", t.name),
+                        expected: format!(
+                            "test case `{}`'s suite as an id or a name",
+                            one_line(&t.name)
+                        ),
                     })
                 }
             };
@@ -627,6 +633,70 @@ fn name_suites(
             })
         })
         .collect()
+}
+
+/// Every reading this client makes of a reply, made of one reply
+/// (`status`, `body`) with no network: the `lava_reply` fuzz target's
+/// entry. Each is named (`job`, `tests`, `devices`, `next`, …) with what
+/// it read, as shown to a person, or its error; `next` is where a page's
+/// `next` link would be followed, from a client of `https://lava.test/`.
+pub fn readings(status: u16, body: &str) -> Vec<(&'static str, Result<String, ServerError>)> {
+    let reply = || Reply {
+        url: "https://lava.test/api/v0.2/x/".to_owned(),
+        status,
+        body: body.to_owned(),
+        location: None,
+    };
+    let ok = || success(reply(), true);
+    let suites = || -> Result<HashMap<u64, String>, ServerError> {
+        let page: Page<RawSuite> = parse(&ok()?, "suites")?;
+        Ok(page.results.into_iter().map(|s| (s.id, s.name)).collect())
+    };
+    let job = ok().and_then(|r| parse::<Job>(&r, "a job")).map(|j| {
+        let device = j.actual_device.as_deref().map(one_line).unwrap_or_default();
+        format!("job {}: {} on {device}: {}", j.id, j.state, j.health)
+    });
+    let tests = ok()
+        .and_then(|r| parse::<Page<RawTest>>(&r, "test cases"))
+        .and_then(|p| name_suites(p.results, &suites().unwrap_or_default(), "t", "s"))
+        .map(|cases| {
+            let shown: Vec<String> = cases
+                .iter()
+                .map(|c| one_line(&format!("{}/{}: {}", c.suite, c.name, c.result)))
+                .collect();
+            shown.join(" ")
+        });
+    let devices = ok()
+        .and_then(|r| parse::<Page<Device>>(&r, "devices"))
+        .map(|p| {
+            let names: Vec<String> = p.results.iter().map(|d| one_line(&d.hostname)).collect();
+            names.join(" ")
+        });
+    let next = ok()
+        .and_then(|r| parse::<Page<serde_json::Value>>(&r, "a page"))
+        .and_then(|p| {
+            let server = Server::new("https://lava.test/", None)?;
+            Ok(p.next.map(|n| server.follow(&n)).unwrap_or_default())
+        });
+    let cancel = ok()
+        .and_then(|r| parse::<Message>(&r, "a JSON object with `message`"))
+        .map(|m| one_line(&m.message));
+    vec![
+        ("job", job),
+        ("tests", tests),
+        ("suites", suites().map(|s| s.len().to_string())),
+        ("devices", devices),
+        ("next", next),
+        (
+            "validate",
+            validate_reply(reply(), true).map(|()| String::new()),
+        ),
+        (
+            "submit",
+            submit_reply(reply(), true).map(|ids| format!("{ids:?}")),
+        ),
+        ("cancel", cancel),
+    ]
 }
 
 /// Whether `base_url` can be a server's address (http or https, a host,
