@@ -676,7 +676,10 @@ pub fn readings(status: u16, body: &str) -> Vec<(&'static str, Result<String, Se
         .and_then(|r| parse::<Page<serde_json::Value>>(&r, "a page"))
         .and_then(|p| {
             let server = Server::new("https://lava.test/", None)?;
-            Ok(p.next.map(|n| server.follow(&n)).unwrap_or_default())
+            match p.next {
+                Some(n) => server.next_page(&n, "https://lava.test/api/v0.2/x/"),
+                None => Ok(String::new()),
+            }
         });
     let cancel = ok()
         .and_then(|r| parse::<Message>(&r, "a JSON object with `message`"))
@@ -768,6 +771,22 @@ impl Server {
             None => next,
         };
         format!("{}/{}", self.origin, path.trim_start_matches('/'))
+    }
+
+    /// Where a page's `next` link leads (see [`Server::follow`]), if it
+    /// can be a URL: one with blanks or hidden characters would be quoted
+    /// in the request's error, on more than one line.
+    fn next_page(&self, next: &str, url: &str) -> Result<String, ServerError> {
+        if next
+            .chars()
+            .any(|c| c.is_whitespace() || xrunbench_schema::doc::is_hidden(c))
+        {
+            return Err(ServerError::BadReply {
+                url: url.to_owned(),
+                expected: format!("`next` as a URL, got `{}`", one_line(next)),
+            });
+        }
+        Ok(self.follow(next))
     }
 
     /// A reply read whole, or why there is none.
@@ -885,7 +904,7 @@ impl Server {
             let Some(next) = page.next else {
                 return Ok(out);
             };
-            let next = self.follow(&next);
+            let next = self.next_page(&next, &url)?;
             if next == url {
                 return Err(ServerError::BadReply {
                     url,
@@ -1298,6 +1317,12 @@ mod tests {
             "https://lava.test/api/v0.2/devices/?offset=2"
         );
         assert_eq!(query_value("qemu x/ü"), "qemu%20x%2F%C3%BC");
+        // Found by the fuzz target lava_reply: a link with a newline.
+        let e = s.next_page("http:lava\nresult: pass", "U").unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "U: not a LAVA 2023.01 reply: expected `next` as a URL, got `http:lava\\nresult: pass`"
+        );
     }
 
     #[test]
