@@ -180,7 +180,7 @@ pub trait Target {
         if p.schema != PROBE_SCHEMA {
             bail!(
                 "xrun-trial probe printed schema `{}`, expected `{PROBE_SCHEMA}`",
-                p.schema
+                one_line(&p.schema)
             );
         }
         Ok(p)
