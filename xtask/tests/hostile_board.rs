@@ -9,8 +9,8 @@
 mod ssh_support;
 mod support;
 
-use std::path::Path;
-use std::process::Output;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
 
 use support::*;
 use xrunbench_test_support::hostile::{
@@ -245,6 +245,34 @@ fn kill_stubborn(tag: &str) {
     }
 }
 
+/// `xtask run` of `scenario` (in `dir`) on `fake`, a trial that will not
+/// end: its exit code (waited for at most 300 s) and the run.
+fn run_stubborn(
+    scenario: &Path,
+    dir: &Path,
+    fake: &FakeBoard,
+) -> (Option<i32>, ssh_support::Xtask) {
+    let res = dir.join("results");
+    let mut x = ssh_support::Xtask::spawn_with_bins(
+        &[
+            "run",
+            scenario.to_str().unwrap(),
+            "--results-dir",
+            res.to_str().unwrap(),
+        ],
+        dir,
+        fake.path(),
+    );
+    (x.wait(300), x)
+}
+
+/// The run ended 1 with trial a-1 lost past its `secs` s timeout.
+fn assert_lost_past_timeout(code: Option<i32>, x: &ssh_support::Xtask, secs: u32) {
+    assert_eq!(code, Some(1), "{}", x.output());
+    let said = format!("trial a-1 was lost: it ran past its trial_timeout of {secs} s");
+    assert!(x.stderr().contains(&said), "{}", x.output());
+}
+
 #[test]
 fn a_trial_that_will_not_die_on_an_ssh_board_is_cut_off_with_its_session() {
     xrunbench_test_support::skip_unless_root!();
@@ -257,28 +285,11 @@ fn a_trial_that_will_not_die_on_an_ssh_board_is_cut_off_with_its_session() {
         .config("a")
         .tail(&board.keepalive_target(&workdir, "trial_timeout = \"4s\"\nretries = 0"))
         .write(dir.path());
-    let res = dir.path().join("results");
-    let mut x = ssh_support::Xtask::spawn_with_bins(
-        &[
-            "run",
-            s.to_str().unwrap(),
-            "--results-dir",
-            res.to_str().unwrap(),
-        ],
-        dir.path(),
-        fake.path(),
-    );
     // The host gives up on it: its timeout, the grace, then the session
     // (whose master held its pipes) dropped. Not ten minutes.
-    let code = x.wait(300);
+    let (code, x) = run_stubborn(&s, dir.path(), &fake);
     kill_stubborn(tag);
-    assert_eq!(code, Some(1), "{}", x.output());
-    assert!(
-        x.stderr()
-            .contains("trial a-1 was lost: it ran past its trial_timeout of 4 s"),
-        "{}",
-        x.output()
-    );
+    assert_lost_past_timeout(code, &x, 4);
     assert!(
         ssh_support::ssh_left(&board).is_empty(),
         "{:?}",
@@ -298,29 +309,12 @@ fn a_trial_here_that_never_ends_is_cut_off_at_its_trial_timeout() {
         .config("a")
         .tail("[target]\ntrial_timeout = \"5s\"\n")
         .write(dir.path());
-    let res = dir.path().join("results");
-    let mut x = ssh_support::Xtask::spawn_with_bins(
-        &[
-            "run",
-            s.to_str().unwrap(),
-            "--results-dir",
-            res.to_str().unwrap(),
-        ],
-        dir.path(),
-        fake.path(),
-    );
-    let code = x.wait(300);
+    let (code, x) = run_stubborn(&s, dir.path(), &fake);
     let left = processes_mentioning(&format!("sleep {tag}"));
     kill_stubborn(tag);
-    assert_eq!(code, Some(1), "{}", x.output());
+    assert_lost_past_timeout(code, &x, 5);
     assert!(
-        x.stderr()
-            .contains("trial a-1 was lost: it ran past its trial_timeout of 5 s"),
-        "{}",
-        x.output()
-    );
-    assert!(
-        find_named(&res, "a-1.lost.json").len() == 1,
+        find_named(&dir.path().join("results"), "a-1.lost.json").len() == 1,
         "{}",
         x.output()
     );
@@ -421,6 +415,38 @@ fn sigint_ends_a_probe_check_or_restore_that_never_answers() {
     }
 }
 
+/// The scenario `text` written as `tree.toml` in `dir` and run there, as
+/// a bisection's baseline: the scenario, the results directory, the run.
+fn baseline_run(dir: &Path, text: &str) -> (PathBuf, PathBuf, PathBuf) {
+    let s = scenario(dir, "tree", text);
+    let results = dir.join("results");
+    let out = run_xtask_with_bins(&[
+        "run",
+        s.to_str().unwrap(),
+        "--results-dir",
+        results.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let baseline = find_named(&results, "run.json")[0]
+        .parent()
+        .unwrap()
+        .to_path_buf();
+    (s, results, baseline)
+}
+
+/// `xtask bisect` of `scenario` in `dir` against `baseline`, one step.
+fn bisect_step(dir: &Path, scenario: &Path, baseline: &Path, results: &Path) -> Command {
+    let mut cmd = xtask();
+    cmd.current_dir(dir)
+        .args(["bisect", scenario.to_str().unwrap(), "--baseline"])
+        .arg(baseline)
+        .arg("--results-dir")
+        .arg(results)
+        .arg("--bin-dir")
+        .arg(bin_dir());
+    cmd
+}
+
 #[test]
 fn a_bisected_scenario_that_gains_host_commands_is_refused_and_runs_none() {
     xrunbench_test_support::skip_unless_root!();
@@ -436,23 +462,7 @@ fn a_bisected_scenario_that_gains_host_commands_is_refused_and_runs_none() {
             .text()
     };
     // The baseline, as the bisection starts: no host command anywhere.
-    let s = scenario(dir.path(), "tree", &body(""));
-    let results = dir.path().join("results");
-    let out = run_xtask_with_bins(&[
-        "run",
-        s.to_str().unwrap(),
-        "--results-dir",
-        results.to_str().unwrap(),
-    ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let baseline = find_named(&results, "run.json")[0]
-        .parent()
-        .unwrap()
-        .to_path_buf();
+    let (s, results, baseline) = baseline_run(dir.path(), &body(""));
     let touch = support::toml_string(&format!("touch {}", marker.display()));
     for (what, extra) in [
         ("deploy", format!("deploy = {touch}")),
@@ -461,14 +471,7 @@ fn a_bisected_scenario_that_gains_host_commands_is_refused_and_runs_none() {
     ] {
         // A later commit of the tree adds it.
         std::fs::write(&s, body(&extra)).unwrap();
-        let out = xtask()
-            .current_dir(dir.path())
-            .args(["bisect", s.to_str().unwrap(), "--baseline"])
-            .arg(&baseline)
-            .arg("--results-dir")
-            .arg(&results)
-            .arg("--bin-dir")
-            .arg(bin_dir())
+        let out = bisect_step(dir.path(), &s, &baseline, &results)
             .output()
             .unwrap();
         let err = stderr(&out);
@@ -541,19 +544,7 @@ fn a_bisected_scenario_cannot_run_host_commands_or_send_the_token_through_a_lab(
     };
     // The baseline as the bisection starts: this machine, nothing on the
     // host.
-    let s = scenario(dir.path(), "tree", &body(""));
-    let results = dir.path().join("results");
-    let out = run_xtask_with_bins(&[
-        "run",
-        s.to_str().unwrap(),
-        "--results-dir",
-        results.to_str().unwrap(),
-    ]);
-    assert!(out.status.success(), "{}", stderr(&out));
-    let baseline = find_named(&results, "run.json")[0]
-        .parent()
-        .unwrap()
-        .to_path_buf();
+    let (s, results, baseline) = baseline_run(dir.path(), &body(""));
     let lab = Listener::new();
     let touch = support::toml_string(&format!("touch {}", marker.display()));
     let table = |extra: &str| {
@@ -574,15 +565,8 @@ fn a_bisected_scenario_cannot_run_host_commands_or_send_the_token_through_a_lab(
         ),
     ] {
         std::fs::write(&s, body(&target)).unwrap();
-        let mut cmd = xtask();
-        cmd.current_dir(dir.path())
-            .args(["bisect", s.to_str().unwrap(), "--baseline"])
-            .arg(&baseline)
-            .arg("--results-dir")
-            .arg(&results)
-            .arg("--bin-dir")
-            .arg(bin_dir())
-            .env("XRUNBENCH_LAVA_TOKEN", "the-users-secret");
+        let mut cmd = bisect_step(dir.path(), &s, &baseline, &results);
+        cmd.env("XRUNBENCH_LAVA_TOKEN", "the-users-secret");
         if command_line_lab {
             cmd.args(["--lava", &users_lab.url(), "--lava-job"])
                 .arg(&job);

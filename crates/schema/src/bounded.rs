@@ -11,7 +11,7 @@
 use std::fmt;
 use std::fs::{File, OpenOptions};
 use std::io::Read;
-use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 
 /// The largest trial record read back, bytes. A record's size is set by
@@ -89,8 +89,17 @@ impl std::error::Error for Refused {}
 /// FIFO, a device, a socket, a directory — or a link to one) is refused
 /// without a byte read, as is a file of more than `max` bytes.
 pub fn read_regular(path: &Path, max: usize) -> Result<Vec<u8>, Refused> {
-    // Non-blocking, so that opening a FIFO with no writer returns at once
-    // and the check below refuses it; a regular file reads as usual.
+    // Opening a device can act (a watchdog starts, a tape rewinds): what
+    // is not a regular file is refused before it is opened.
+    let before = std::fs::metadata(path)
+        .map_err(|e| Refused(format!("cannot read: {e}")))?
+        .file_type();
+    if !before.is_file() {
+        return Err(not_regular(before));
+    }
+    // Non-blocking, so that a FIFO put in its place since with no writer
+    // returns at once and the check below refuses it; a regular file
+    // reads as usual.
     let f = OpenOptions::new()
         .read(true)
         .custom_flags(libc::O_NONBLOCK)
@@ -101,10 +110,7 @@ pub fn read_regular(path: &Path, max: usize) -> Result<Vec<u8>, Refused> {
         .map_err(|e| Refused(format!("cannot read: {e}")))?;
     let kind = meta.file_type();
     if !kind.is_file() {
-        return Err(Refused(format!(
-            "is {}: expected a regular file",
-            kind_name(&kind)
-        )));
+        return Err(not_regular(kind));
     }
     if meta.len() > max as u64 {
         return Err(too_big(max));
@@ -125,25 +131,34 @@ fn read_at_most(f: File, max: usize, len: u64) -> Result<Vec<u8>, Refused> {
     Ok(bytes)
 }
 
+fn not_regular(kind: std::fs::FileType) -> Refused {
+    Refused(format!("is {}: expected a regular file", kind_of(kind)))
+}
+
 fn too_big(max: usize) -> Refused {
     Refused(format!(
         "more than {max} bytes: refused (the limit is {max})"
     ))
 }
 
-fn kind_name(kind: &std::fs::FileType) -> &'static str {
-    if kind.is_fifo() {
+/// `a directory`, `a character device`, … : what a path is, as every tool
+/// names it (the runner's validation, the player, this reader).
+pub fn kind_of(t: std::fs::FileType) -> &'static str {
+    use std::os::unix::fs::FileTypeExt;
+    if t.is_file() {
+        "a regular file"
+    } else if t.is_fifo() {
         "a FIFO"
-    } else if kind.is_char_device() {
-        "a character device"
-    } else if kind.is_block_device() {
-        "a block device"
-    } else if kind.is_socket() {
-        "a socket"
-    } else if kind.is_dir() {
+    } else if t.is_dir() {
         "a directory"
+    } else if t.is_char_device() {
+        "a character device"
+    } else if t.is_block_device() {
+        "a block device"
+    } else if t.is_socket() {
+        "a socket"
     } else {
-        "not a regular file"
+        "not a file"
     }
 }
 

@@ -212,26 +212,7 @@ fn open_regular(path: &Path) -> Result<File, OpenError> {
 }
 
 /// What a file that is not a regular file is, for a message: `a FIFO`,
-/// `a directory`, `a character device`, … (the runner's validation and the
-/// player name it alike).
-pub fn kind_of(t: std::fs::FileType) -> &'static str {
-    use std::os::unix::fs::FileTypeExt;
-    if t.is_file() {
-        "a regular file"
-    } else if t.is_fifo() {
-        "a FIFO"
-    } else if t.is_dir() {
-        "a directory"
-    } else if t.is_char_device() {
-        "a character device"
-    } else if t.is_block_device() {
-        "a block device"
-    } else if t.is_socket() {
-        "a socket"
-    } else {
-        "not a file"
-    }
-}
+pub use xrunbench_schema::bounded::kind_of;
 
 /// The highest sample rate ALSA names (`SNDRV_PCM_RATE_768000`): no PCM
 /// plays faster, and a rate beyond it is a corrupt or hostile header.
