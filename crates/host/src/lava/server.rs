@@ -523,6 +523,15 @@ fn transport_error(url: &str, e: ureq::Error) -> ServerError {
 /// `reply`'s body parsed as `T`; else a [`ServerError::BadReply`] naming
 /// what was expected and serde's reason (the missing field).
 fn parse<T: DeserializeOwned>(reply: &Reply, expected: &str) -> Result<T, ServerError> {
+    // Within the byte bound a reply can still be millions of values:
+    // counted before serde builds them, as every document from outside.
+    let limits = xrunbench_schema::bounded::Limits::DOCUMENT.with_bytes(MAX_BODY as usize);
+    xrunbench_schema::bounded::scan_json(reply.body.as_bytes(), &limits).map_err(|e| {
+        ServerError::BadReply {
+            url: reply.url.clone(),
+            expected: format!("{expected} ({e})"),
+        }
+    })?;
     serde_json::from_str(&reply.body).map_err(|e| ServerError::BadReply {
         url: reply.url.clone(),
         expected: format!("{expected} ({})", one_line(&e.to_string())),
@@ -1303,6 +1312,22 @@ mod tests {
             let e = Server::new(bad, None).unwrap_err().to_string();
             assert!(e.starts_with(&format!("LAVA server URL `{bad}`: ")), "{e}");
         }
+    }
+
+    #[test]
+    fn a_reply_of_millions_of_strings_is_refused_before_it_is_built() {
+        let n = xrunbench_schema::bounded::Limits::DOCUMENT.strings + 1;
+        let body = format!(
+            "{{\"count\":0,\"next\":null,\"previous\":null,\"results\":[{}\"\"]}}",
+            "\"\",".repeat(n)
+        );
+        for (what, read) in readings(200, &body) {
+            if let Err(ServerError::BadReply { expected, .. }) = read {
+                assert!(expected.contains("strings: refused"), "{what}: {expected}");
+                return;
+            }
+        }
+        panic!("no reading refused a reply of {n} strings");
     }
 
     #[test]
