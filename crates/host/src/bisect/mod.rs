@@ -180,7 +180,7 @@ fn step(args: &BisectArgs) -> Result<u8, Stop> {
     check_args(args)?;
     signals::install().map_err(|e| abort(format!("{e:#}")))?;
     let base = RunDir::load(&args.baseline).map_err(|e| abort(e.0))?;
-    let (file, mut scenario) = scenario::load(&args.scenario).map_err(|e| skip(e.0))?;
+    let (file, mut scenario) = scenario::load_from_tree(&args.scenario).map_err(|e| skip(e.0))?;
     args.target.apply(&mut scenario).map_err(abort)?;
     let tree = std::env::current_dir().map_err(|e| abort(format!("the current directory: {e}")))?;
     let trusted = trusted_hooks(args, &base)?;

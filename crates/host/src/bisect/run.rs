@@ -477,7 +477,7 @@ fn load_here(
     tree: &Path,
     path: &Path,
 ) -> Result<(scenario::ScenarioFile, scenario::Scenario), End> {
-    let (file, mut s) = scenario::load(path).map_err(|e| End::NoCulprit(e.0))?;
+    let (file, mut s) = scenario::load_from_tree(path).map_err(|e| End::NoCulprit(e.0))?;
     b.args.target.apply(&mut s).map_err(End::BadInput)?;
     // A revert is measured in a worktree of its own: its files stand for
     // the tree's.

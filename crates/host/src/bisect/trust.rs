@@ -14,7 +14,6 @@
 //! it runs — so a key added to `[target]` later is covered without a
 //! change here.
 
-use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
@@ -26,7 +25,7 @@ use crate::run::scenario::Scenario;
 
 /// The largest job file whose contents are held to the bisection's start;
 /// a LAVA job definition is a few KB.
-const JOB_FILE_MAX: u64 = 1 << 20;
+const JOB_FILE_MAX: usize = 1 << 20;
 
 /// Where a step's trials run.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -237,15 +236,11 @@ fn lab_hooks(l: &LavaTargetArgs) -> LabHooks {
     }
 }
 
-/// The SHA-256 of a job file of at most [`JOB_FILE_MAX`] bytes.
+/// The SHA-256 of a job file: a regular file of at most
+/// [`JOB_FILE_MAX`] bytes (it may be in the tree).
 fn job_digest(path: &Path) -> Option<String> {
-    let mut bytes = Vec::new();
-    std::fs::File::open(path)
-        .ok()?
-        .take(JOB_FILE_MAX + 1)
-        .read_to_end(&mut bytes)
-        .ok()?;
-    (bytes.len() as u64 <= JOB_FILE_MAX).then(|| format!("{:x}", Sha256::digest(&bytes)))
+    let bytes = xrunbench_schema::bounded::read_regular(path, JOB_FILE_MAX).ok()?;
+    Some(format!("{:x}", Sha256::digest(&bytes)))
 }
 
 /// Which of the lab's keys differ, named as `[target] lava` spells them.

@@ -24,11 +24,31 @@ pub use target::*;
 #[error("{0}")]
 pub struct ScenarioError(pub String);
 
+/// The largest scenario read from a bisected tree: the longest in
+/// `scenarios/` is a few KB.
+pub const TREE_SCENARIO_MAX: usize = 1 << 20;
+
 /// Reads, parses and resolves a scenario; checks needing no system access.
 pub fn load(path: &Path) -> Result<(ScenarioFile, Scenario), ScenarioError> {
     let text = std::fs::read_to_string(path)
         .map_err(|e| ScenarioError(format!("{}: cannot read: {e}", path.display())))?;
-    let file = parse(path, &text)?;
+    load_text(path, &text)
+}
+
+/// [`load`] of a scenario in a tree being bisected, which nobody has read:
+/// a regular file of at most [`TREE_SCENARIO_MAX`] bytes (a FIFO would
+/// block the step, `/dev/zero` fill the memory).
+pub fn load_from_tree(path: &Path) -> Result<(ScenarioFile, Scenario), ScenarioError> {
+    let bytes = xrunbench_schema::bounded::read_regular(path, TREE_SCENARIO_MAX)
+        .map_err(|e| ScenarioError(format!("{}: {e}", path.display())))?;
+    let text = String::from_utf8(bytes)
+        .map_err(|_| ScenarioError(format!("{}: not UTF-8 text", path.display())))?;
+    load_text(path, &text)
+}
+
+/// Parses and resolves `text`, the scenario file `path`.
+fn load_text(path: &Path, text: &str) -> Result<(ScenarioFile, Scenario), ScenarioError> {
+    let file = parse(path, text)?;
     let scenario = resolve(path, &file)?;
     // Gates are judged after the run; a bad one is bad input now.
     crate::gate::resolve(path, &file, &scenario)?;
@@ -71,6 +91,22 @@ mod tests {
         };
         args.apply(&mut s).unwrap();
         assert_eq!(s.target.unwrap().trial_timeout, Span::from_secs(30));
+    }
+
+    #[test]
+    fn a_tree_s_scenario_is_a_regular_file_within_its_bound() {
+        let d = tempfile::tempdir().unwrap();
+        let fifo = d.path().join("s.toml");
+        xrunbench_test_support::hostile::fifo(&fifo);
+        let e = load_from_tree(&fifo).unwrap_err().0;
+        assert!(e.contains("is a FIFO: expected a regular file"), "{e}");
+        let big = d.path().join("big.toml");
+        xrunbench_test_support::hostile::sparse_file(&big, TREE_SCENARIO_MAX as u64 + 1);
+        let e = load_from_tree(&big).unwrap_err().0;
+        assert!(e.contains("refused"), "{e}");
+        let ok = d.path().join("ok.toml");
+        std::fs::write(&ok, MIN).unwrap();
+        assert!(load_from_tree(&ok).is_ok());
     }
 
     #[test]
