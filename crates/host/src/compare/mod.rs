@@ -51,9 +51,7 @@ pub fn run(args: &CompareArgs) -> Result<ExitCode> {
         }
     };
     // A trial that does not read is left out of the table, and named.
-    for line in dirs.iter().flat_map(|d| &d.unreadable) {
-        crate::say!(": {line}: left out");
-    }
+    dirs.iter().for_each(RunDir::name_unreadable);
     let table = build(&dirs, args.significance, ALPHA);
     print!("{}", export::exporter(args.format).render(&table));
     Ok(ExitCode::SUCCESS)

@@ -35,6 +35,7 @@ pub fn run(args: &PlotArgs) -> Result<ExitCode> {
             return Ok(ExitCode::from(2));
         }
     };
+    dir.name_unreadable();
     for p in write_all(&dir)? {
         println!("{}", p.display());
     }

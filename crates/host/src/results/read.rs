@@ -43,6 +43,14 @@ pub struct RunDir {
 }
 
 impl RunDir {
+    /// Says on stderr, one line each, which trial files were left out and
+    /// why (what reads still serves the table and the plots).
+    pub fn name_unreadable(&self) {
+        for line in &self.unreadable {
+            crate::say!(": {line}: left out");
+        }
+    }
+
     /// Reads `dir` for a table or a verdict: a directory without measured
     /// trials is an error (there is nothing to compare), as is one that
     /// does not pass [`RunDir::read`].
