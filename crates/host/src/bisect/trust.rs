@@ -268,42 +268,43 @@ fn target_keys_differing(
     now: Option<&serde_json::Value>,
     trusted: Option<&serde_json::Value>,
 ) -> Vec<String> {
-    let empty = serde_json::Map::new();
-    let n = now.and_then(|v| v.as_object()).unwrap_or(&empty);
-    let t = trusted.and_then(|v| v.as_object()).unwrap_or(&empty);
-    let mut keys: Vec<&String> = n.keys().chain(t.keys()).collect();
-    keys.sort();
-    keys.dedup();
-    keys.into_iter()
-        .filter(|k| n.get(*k) != t.get(*k))
+    differing_keys(now, trusted)
+        .into_iter()
         .map(|k| match k.as_str() {
             "destination" => "the board (ssh)".to_string(),
             "options" => "ssh options".to_string(),
-            "vm" => vm_keys_differing(n.get("vm"), t.get("vm")),
+            "vm" => {
+                let field = |v: Option<&serde_json::Value>| v.and_then(|v| v.get("vm")).cloned();
+                let (n, t) = (field(now), field(trusted));
+                let keys: Vec<String> = differing_keys(n.as_ref(), t.as_ref())
+                    .iter()
+                    .map(|k| format!("vm.{k}"))
+                    .collect();
+                format!("the vm ({})", keys.join(", "))
+            }
             other => other.to_string(),
         })
         .collect()
 }
 
-/// The keys of `[target] vm` that differ.
-fn vm_keys_differing(
+/// The keys of two JSON objects (absent: no keys) whose values differ,
+/// sorted.
+fn differing_keys(
     now: Option<&serde_json::Value>,
     trusted: Option<&serde_json::Value>,
-) -> String {
-    match (
-        now.and_then(|v| v.as_object()),
-        trusted.and_then(|v| v.as_object()),
-    ) {
-        (Some(n), Some(t)) => {
-            let keys: Vec<String> = n
-                .keys()
-                .filter(|k| n.get(*k) != t.get(*k))
-                .map(|k| format!("vm.{k}"))
-                .collect();
-            format!("the vm ({})", keys.join(", "))
-        }
-        _ => "the vm".into(),
-    }
+) -> Vec<String> {
+    let empty = serde_json::Map::new();
+    let n = now.and_then(|v| v.as_object()).unwrap_or(&empty);
+    let t = trusted.and_then(|v| v.as_object()).unwrap_or(&empty);
+    let mut keys: Vec<String> = n
+        .keys()
+        .chain(t.keys())
+        .filter(|k| n.get(*k) != t.get(*k))
+        .cloned()
+        .collect();
+    keys.sort();
+    keys.dedup();
+    keys
 }
 
 #[cfg(test)]
