@@ -188,12 +188,16 @@ fn a_scenario_runs_on_a_real_kernel_with_its_sound_driver_knobs_and_load() {
 /// connection does: its client key, its host key checked.
 fn guest_ssh(tag: &str, dir: &Path, script: &str) -> Output {
     let line = guests(tag).into_iter().next().expect("the guest runs");
-    let port: u16 = line
-        .split("hostfwd=tcp:127.0.0.1:")
+    // QEMU binds the forward on a port the kernel chooses: its monitor
+    // (the socket its command line names) says which.
+    let monitor = line
+        .split("unix:")
         .nth(1)
-        .and_then(|r| r.split('-').next())
-        .and_then(|p| p.parse().ok())
-        .unwrap_or_else(|| panic!("no forward in {line}"));
+        .and_then(|r| r.split(",server").next())
+        .unwrap_or_else(|| panic!("no monitor socket in {line}"));
+    let port = xrunbench_host::lab::qmp::Qmp::connect(Path::new(monitor), || None)
+        .and_then(|mut q| q.forwarded_port(22))
+        .unwrap_or_else(|e| panic!("no forward from {monitor}: {e:#}"));
     let keys = xrunbench_test_support::boards::target_dir().join("xrunbench-cache/lab/keys");
     let host = std::fs::read_to_string(keys.join("host_key.pub")).unwrap();
     let fields: Vec<&str> = host.split_whitespace().take(2).collect();

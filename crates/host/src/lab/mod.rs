@@ -7,6 +7,7 @@ pub mod initramfs;
 pub mod kernel;
 pub mod oneshot;
 pub mod qemu;
+pub mod qmp;
 pub mod source;
 pub mod vm;
 

@@ -56,7 +56,7 @@ pub fn trial(
         memory_mib: 1024,
         sound,
         accel: Accel::Tcg,
-        ssh_port: None,
+        ssh: false,
         console: dir.path().join("console.log"),
     };
     let mut guest =

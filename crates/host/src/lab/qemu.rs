@@ -6,13 +6,14 @@
 
 use std::fs;
 use std::os::unix::process::CommandExt;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 
 use super::initramfs::{Sound, NO_SOUND};
+use super::qmp::Qmp;
 use crate::board::arch::Arch;
 use crate::run::signals;
 use xrunbench_trial::child::cpu_time;
@@ -57,13 +58,21 @@ pub struct Boot {
     pub sound: Sound,
     /// KVM or TCG.
     pub accel: Accel,
-    /// The host port forwarded to the guest's port 22; none: no network.
-    pub ssh_port: Option<u16>,
-    /// Where the guest's console goes.
+    /// Whether a host port on 127.0.0.1 is forwarded to the guest's port
+    /// 22 (QEMU binds one the kernel chooses: [`Guest::ssh_port`]); if
+    /// not, the guest has no network.
+    pub ssh: bool,
+    /// Where the guest's console goes (QEMU's monitor socket beside it).
     pub console: PathBuf,
 }
 
 impl Boot {
+    /// QEMU's monitor (QMP) socket: beside the console, in the guest's
+    /// private directory.
+    pub fn monitor(&self) -> PathBuf {
+        self.console.with_extension("qmp")
+    }
+
     /// The QEMU command line.
     pub fn command(&self) -> Command {
         let (program, machine, console, nic): (&str, &[&str], &str, &str) = match self.arch {
@@ -112,15 +121,22 @@ impl Boot {
             self.append
         ));
         c.args(["-display", "none", "-no-reboot", "-monitor", "none"]);
+        c.arg("-qmp").arg(format!(
+            "unix:{},server=on,wait=off",
+            self.monitor().display()
+        ));
         c.arg("-serial")
             .arg(format!("file:{}", self.console.display()));
-        match self.ssh_port {
+        if self.ssh {
             // Only the forwarded port: the guest reaches no network at all.
-            Some(port) => c.arg("-nic").arg(format!(
-                "user,model={nic},restrict=on,hostfwd=tcp:127.0.0.1:{port}-:22"
-            )),
-            None => c.args(["-nic", "none"]),
-        };
+            // Port 0: QEMU binds a port the kernel chooses, so that no
+            // other guest (or program) can take it between choice and bind.
+            c.arg("-nic").arg(format!(
+                "user,model={nic},restrict=on,hostfwd=tcp:127.0.0.1:0-:22"
+            ));
+        } else {
+            c.args(["-nic", "none"]);
+        }
         if self.sound == Sound::Hda {
             c.args([
                 "-audiodev",
@@ -170,6 +186,8 @@ pub struct Guest {
     group_nice: Option<i32>,
     accel: Accel,
     console: PathBuf,
+    /// The host port QEMU forwards to the guest's sshd.
+    ssh_port: Option<u16>,
     /// Seconds from QEMU's start to the guest's ready line.
     pub ready_after: f64,
 }
@@ -256,8 +274,12 @@ pub fn start(boot: &Boot, ready: &str, limit: Duration) -> Result<Guest, BootErr
         group_nice,
         accel: boot.accel,
         console: boot.console.clone(),
+        ssh_port: None,
         ready_after: 0.0,
     };
+    if boot.ssh {
+        guest.ssh_port = Some(forwarded_ssh_port(boot, &mut guest.child, &stderr)?);
+    }
     loop {
         let console = fs::read_to_string(&boot.console).unwrap_or_default();
         if let Some(line) = console.lines().find(|l| l.contains(NO_SOUND)) {
@@ -279,15 +301,9 @@ pub fn start(boot: &Boot, ready: &str, limit: Duration) -> Result<Guest, BootErr
             return Ok(guest);
         }
         if let Ok(Some(status)) = guest.child.try_wait() {
-            let text = fs::read_to_string(&stderr).unwrap_or_default();
-            let last = text
-                .lines()
-                .rev()
-                .find(|l| !l.trim().is_empty())
-                .unwrap_or("");
             return Err(BootError::Qemu(format!(
                 "QEMU ended ({status}) before the guest was ready: {}",
-                xrunbench_schema::doc::one_line(last.trim())
+                last_line(&stderr)
             )));
         }
         if let Some(sig) = signals::stop_requested() {
@@ -306,6 +322,37 @@ pub fn start(boot: &Boot, ready: &str, limit: Duration) -> Result<Guest, BootErr
         }
         std::thread::sleep(Duration::from_millis(50));
     }
+}
+
+/// The host port QEMU bound for the guest's sshd, asked of its monitor.
+fn forwarded_ssh_port(boot: &Boot, child: &mut Child, stderr: &Path) -> Result<u16, BootError> {
+    let mut monitor = Qmp::connect(&boot.monitor(), || {
+        if let Some(sig) = signals::stop_requested() {
+            return Some(format!("stopped by signal {sig}"));
+        }
+        match child.try_wait() {
+            Ok(Some(status)) => Some(format!(
+                "QEMU ended ({status}) before the guest was ready: {}",
+                last_line(stderr)
+            )),
+            _ => None,
+        }
+    })
+    .map_err(|e| BootError::Qemu(format!("{e:#}")))?;
+    monitor
+        .forwarded_port(22)
+        .map_err(|e| BootError::Qemu(format!("{e:#}")))
+}
+
+/// The last line of QEMU's stderr, escaped.
+fn last_line(stderr: &Path) -> String {
+    let text = fs::read_to_string(stderr).unwrap_or_default();
+    let last = text
+        .lines()
+        .rev()
+        .find(|l| !l.trim().is_empty())
+        .unwrap_or("");
+    xrunbench_schema::doc::one_line(last.trim())
 }
 
 /// How many times `limit` of wall-clock time an emulated guest may take
@@ -365,6 +412,12 @@ impl Guest {
         (self.accel == Accel::Tcg).then(|| self.child.id())
     }
 
+    /// The host port (on 127.0.0.1) forwarded to the guest's sshd, when
+    /// it was booted with one.
+    pub fn ssh_port(&self) -> Option<u16> {
+        self.ssh_port
+    }
+
     /// Its console so far.
     pub fn console(&self) -> String {
         fs::read_to_string(&self.console).unwrap_or_default()
@@ -393,12 +446,6 @@ impl Drop for Guest {
     }
 }
 
-/// A TCP port on 127.0.0.1 free now (the kernel's choice), for a forward.
-pub fn free_port() -> Result<u16> {
-    let l = std::net::TcpListener::bind("127.0.0.1:0").context("finding a free port")?;
-    Ok(l.local_addr()?.port())
-}
-
 /// Whether /dev/kvm can be opened for reading and writing (it may still
 /// not run a guest: see [`super::vm::kvm_works`]).
 pub fn kvm_opens() -> bool {
@@ -423,7 +470,7 @@ mod tests {
             memory_mib: 1024,
             sound: Sound::Dummy,
             accel: Accel::Tcg,
-            ssh_port: Some(2222),
+            ssh: true,
             console: "console.log".into(),
         };
         let cmd = boot.command();
@@ -498,6 +545,94 @@ mod tests {
         if root && mine.is_some() {
             assert_eq!(group, Some(LAB_NICE));
         }
+    }
+
+    /// QEMU with `boot`'s network and monitor only, its CPUs never started
+    /// (`-S`): what binds the forward, without a kernel to boot.
+    fn network_only(boot: &Boot) -> Command {
+        let full = boot.command();
+        let args: Vec<_> = full.get_args().collect();
+        let value_of = |flag: &str| {
+            let at = args.iter().position(|a| *a == flag).unwrap();
+            args[at + 1].to_owned()
+        };
+        let mut c = Command::new(full.get_program());
+        c.args(["-S", "-nodefaults", "-display", "none", "-monitor", "none"])
+            .arg("-nic")
+            .arg(value_of("-nic"))
+            .arg("-qmp")
+            .arg(value_of("-qmp"))
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
+        c
+    }
+
+    #[test]
+    fn guests_started_at_once_never_share_a_forwarded_port() {
+        xrunbench_test_support::skip_unless!(
+            Command::new("qemu-system-x86_64")
+                .arg("--version")
+                .stdout(Stdio::null())
+                .status()
+                .is_ok_and(|s| s.success()),
+            "needs qemu-system-x86_64 (package qemu-system-x86)"
+        );
+        let dir = tempfile::tempdir().unwrap();
+        let boots: Vec<Boot> = (0..4)
+            .map(|i| Boot {
+                arch: Arch::X86_64,
+                kernel: "bzImage".into(),
+                initrd: "initramfs.cpio".into(),
+                append: String::new(),
+                cpus: 1,
+                memory_mib: 64,
+                sound: Sound::Dummy,
+                accel: Accel::Tcg,
+                ssh: true,
+                console: dir.path().join(format!("console-{i}.log")),
+            })
+            .collect();
+        let line: Vec<String> = boots[0]
+            .command()
+            .get_args()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect();
+        assert!(
+            line.iter()
+                .any(|a| a.ends_with(",restrict=on,hostfwd=tcp:127.0.0.1:0-:22")),
+            "{line:?}"
+        );
+        // All four spawned before any is asked: each binds while the others
+        // bind, and each port is the one its own QEMU holds.
+        let mut children: Vec<Child> = boots
+            .iter()
+            .map(|b| network_only(b).spawn().unwrap())
+            .collect();
+        let asked: Vec<Result<u16, String>> = boots
+            .iter()
+            .zip(children.iter_mut())
+            .map(|(b, c)| {
+                forwarded_ssh_port(b, c, &dir.path().join("none")).map_err(|e| e.to_string())
+            })
+            .collect();
+        let reachable: Vec<bool> = asked
+            .iter()
+            .map(|p| {
+                p.as_ref()
+                    .is_ok_and(|p| std::net::TcpStream::connect(("127.0.0.1", *p)).is_ok())
+            })
+            .collect();
+        for c in &mut children {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+        let ports: Vec<u16> = asked.into_iter().map(Result::unwrap).collect();
+        let mut distinct = ports.clone();
+        distinct.sort();
+        distinct.dedup();
+        assert_eq!(distinct.len(), ports.len(), "{ports:?}");
+        assert!(reachable.iter().all(|r| *r), "{ports:?} {reachable:?}");
     }
 
     #[test]

@@ -318,11 +318,13 @@ pub fn boot(t: &SshTarget, vm: &VmSettings, bins: &Path) -> Result<Lab> {
         memory_mib: vm.memory_mib,
         sound: vm.sound,
         accel: Accel::Tcg,
-        ssh_port: Some(qemu::free_port()?),
+        ssh: true,
         console: dir.path().join("console.log"),
     };
     let (guest, note) = start_with_accel(&mut boot, vm.accel)?;
-    let port = boot.ssh_port.unwrap_or_default();
+    let port = guest
+        .ssh_port()
+        .context("the guest was booted without its ssh forward")?;
     let host_pub = std::fs::read_to_string(keys.host_key.with_extension("pub"))?;
     let known_hosts = dir.path().join("known_hosts");
     let key_fields: Vec<&str> = host_pub.split_whitespace().take(2).collect();
