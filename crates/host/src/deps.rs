@@ -287,6 +287,12 @@ pub const LAB: Group = Group {
         ),
         pkg("dpkg", "dpkg-deb -x unpacks them"),
         pkg("libc-bin", "ldd: the libraries the guest needs"),
+        pkg(
+            "xz-utils",
+            "xz: a kernel's compressed modules (Debian's from 6.12)",
+        ),
+        pkg("zstd", "zstd: modules compressed with zstd"),
+        pkg("gzip", "gzip: modules compressed with gzip"),
     ],
 };
 
@@ -359,6 +365,21 @@ pub mod started {
     pub const QEMU_ARM_SYSTEM: Program = Program {
         name: "qemu-system-arm",
         package: "qemu-system-arm",
+    };
+    /// Decompresses a kernel's modules for the guest (`.ko.xz`).
+    pub const XZ: Program = Program {
+        name: "xz",
+        package: "xz-utils",
+    };
+    /// The same for `.ko.zst`.
+    pub const ZSTD: Program = Program {
+        name: "zstd",
+        package: "zstd",
+    };
+    /// The same for `.ko.gz`.
+    pub const GZIP: Program = Program {
+        name: "gzip",
+        package: "gzip",
     };
     /// A kernel's modules.dep.
     pub const DEPMOD: Program = Program {
@@ -520,6 +541,9 @@ pub const LAB_GUEST_PROGRAMS: &[Program] = &[
     started::QEMU_AARCH64_SYSTEM,
     started::QEMU_ARM_SYSTEM,
     started::DEPMOD,
+    started::XZ,
+    started::ZSTD,
+    started::GZIP,
     programs::SSH_KEYGEN,
     programs::LDD,
 ];

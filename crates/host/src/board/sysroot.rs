@@ -287,12 +287,17 @@ pub fn ensure(arch: Arch, board_dir: &Path) -> Result<PathBuf> {
 /// configuration file (for `APT_CONFIG`). The machine's apt state is never
 /// touched; `apt-cache` and `apt-get download` with it need no root.
 pub fn apt_state(arch: Arch, dir: &Path) -> Result<PathBuf> {
-    let source = machine_archive()?;
+    apt_state_of(arch, dir, &[machine_archive()?])
+}
+
+/// A private apt state for `arch` in `dir` with `sources`, updated, and
+/// its configuration file.
+pub fn apt_state_of(arch: Arch, dir: &Path, sources: &[AptSource]) -> Result<PathBuf> {
     // Two commands at once (two tests of one suite, two users of one
     // cache) share this state, and apt's own lock refuses the second
     // `update` outright (exit 100): the second waits for the first instead.
     let _held = lock_dir(dir)?;
-    let config = write_apt_state(dir, &source, arch)?;
+    let config = write_apt_state(dir, sources, arch)?;
     let mut update = Command::new("apt-get");
     update
         .env("APT_CONFIG", &config)
@@ -300,12 +305,85 @@ pub fn apt_state(arch: Arch, dir: &Path) -> Result<PathBuf> {
         .args(["-qq", "update"]);
     run_checked(&mut update).with_context(|| {
         format!(
-            "apt-get update of the {} index from the machine's source in {}",
+            "apt-get update of the {} index of {} from the machine's sources ({})",
             arch.debian(),
-            source.origin.display()
+            suites_of(sources),
+            origins_of(sources)
         )
     })?;
     Ok(config)
+}
+
+/// The suites of `sources`, for messages (`bookworm bookworm-backports`).
+pub fn suites_of(sources: &[AptSource]) -> String {
+    let all: Vec<&str> = sources
+        .iter()
+        .flat_map(|s| s.suites.iter().map(String::as_str))
+        .collect();
+    all.join(" ")
+}
+
+/// The files `sources` came from, for messages.
+fn origins_of(sources: &[AptSource]) -> String {
+    let mut all: Vec<String> = sources
+        .iter()
+        .map(|s| s.origin.display().to_string())
+        .collect();
+    all.dedup();
+    all.join(", ")
+}
+
+/// Debian's stable releases, oldest first: a machine of one reaches the
+/// kernels of the later ones through their suites.
+const RELEASES: [&str; 3] = ["bullseye", "bookworm", "trixie"];
+
+/// The machine's own archive and security sources, widened to every suite
+/// that serves a newer kernel than its release's: its backports, and each
+/// later stable release with that release's backports and security suite.
+pub fn kernel_sources() -> Result<Vec<AptSource>> {
+    let sources = machine_sources();
+    let code = codename();
+    let main = machine_archive()?;
+    let security = code.as_deref().and_then(|c| {
+        let suite = format!("{c}-security");
+        sources
+            .iter()
+            .filter(|s| s.components.iter().any(|x| x == "main"))
+            .find(|s| s.suites.contains(&suite))
+            .cloned()
+    });
+    Ok(widened(&main, security.as_ref(), code.as_deref()))
+}
+
+/// `main` (the release `code`'s archive) and `security` widened to the
+/// suites with newer kernels (see [`kernel_sources`]); a release we do not
+/// know keeps its own suites only.
+pub fn widened(
+    main: &AptSource,
+    security: Option<&AptSource>,
+    code: Option<&str>,
+) -> Vec<AptSource> {
+    let later: Vec<&str> = code
+        .and_then(|c| RELEASES.iter().position(|r| *r == c))
+        .map(|i| RELEASES[i..].to_vec())
+        .unwrap_or_default();
+    let mut archive = main.clone();
+    for (i, release) in later.iter().enumerate() {
+        if i > 0 {
+            archive.suites.push(release.to_string());
+        }
+        archive.suites.push(format!("{release}-backports"));
+    }
+    archive.suites.dedup();
+    let mut out = vec![archive];
+    if let Some(sec) = security {
+        let mut sec = sec.clone();
+        for release in later.iter().skip(1) {
+            sec.suites.push(format!("{release}-security"));
+        }
+        out.push(sec);
+    }
+    out
 }
 
 /// An exclusive `flock` on `dir/xrunbench.lock` (the directory made if
@@ -338,7 +416,7 @@ fn make(arch: Arch, source: &AptSource, work: &Path) -> Result<()> {
     for d in [&debs, &root] {
         fs::create_dir_all(d).with_context(|| format!("creating {}", d.display()))?;
     }
-    let config = write_apt_state(&apt_dir, source, arch)?;
+    let config = write_apt_state(&apt_dir, std::slice::from_ref(source), arch)?;
     let apt = |args: &[&str]| {
         let mut cmd = Command::new("apt-get");
         cmd.env("APT_CONFIG", &config).args(args);
@@ -401,7 +479,7 @@ fn first_real_package(apt_config: &Path, names: &[&'static str]) -> &'static str
 /// Nothing of the machine's apt configuration is read but its proxy
 /// settings: its `apt.conf.d` also holds hooks (PackageKit, AppStream)
 /// that must not run on our private lists.
-fn write_apt_state(dir: &Path, source: &AptSource, arch: Arch) -> Result<PathBuf> {
+fn write_apt_state(dir: &Path, sources: &[AptSource], arch: Arch) -> Result<PathBuf> {
     for sub in [
         "lists/partial",
         "cache/archives/partial",
@@ -412,9 +490,10 @@ fn write_apt_state(dir: &Path, source: &AptSource, arch: Arch) -> Result<PathBuf
         fs::create_dir_all(dir.join(sub))?;
     }
     fs::write(dir.join("status"), "")?;
+    let stanzas: Vec<String> = sources.iter().map(|s| s.stanza_for(arch)).collect();
     fs::write(
         dir.join("sources.list.d/machine.sources"),
-        source.stanza_for(arch),
+        stanzas.join("\n"),
     )?;
     let d = dir.display();
     let mut conf = format!(
@@ -511,6 +590,34 @@ Suites: bookworm-security
 Components: main
 Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
 ";
+
+    #[test]
+    fn kernel_suites_reach_the_later_releases_and_their_backports_from_the_machines_mirrors() {
+        let sources = parse_deb822(DEB822, Path::new("debian.sources"));
+        let w = widened(&sources[0], Some(&sources[1]), Some("bookworm"));
+        assert_eq!(w.len(), 2);
+        assert_eq!(w[0].uris, ["http://archive.example/debian"]);
+        assert_eq!(
+            w[0].suites,
+            [
+                "bookworm",
+                "bookworm-updates",
+                "bookworm-backports",
+                "trixie",
+                "trixie-backports"
+            ]
+        );
+        assert_eq!(w[1].uris, ["http://archive.example/debian-security"]);
+        assert_eq!(w[1].suites, ["bookworm-security", "trixie-security"]);
+        assert_eq!(w[1].signed_by, sources[1].signed_by);
+        // The newest stable release: its backports only.
+        let t = widened(&sources[0], None, Some("trixie"));
+        assert_eq!(t.len(), 1);
+        assert!(t[0].suites.ends_with(&["trixie-backports".to_string()]));
+        // A release we do not know: its own suites, nothing guessed.
+        let u = widened(&sources[0], None, Some("sid"));
+        assert_eq!(u[0].suites, sources[0].suites);
+    }
 
     #[test]
     fn the_release_suite_is_chosen_not_security() {

@@ -89,12 +89,7 @@ pub fn load_order(modules: &Path, wanted: &[&str]) -> Result<Vec<PathBuf>> {
     let dep_text = fs::read_to_string(modules.join("modules.dep"))
         .with_context(|| format!("{}: no modules.dep", modules.display()))?;
     let builtin = fs::read_to_string(modules.join("modules.builtin")).unwrap_or_default();
-    let key = |path: &str| {
-        Path::new(path)
-            .file_name()
-            .map(|f| f.to_string_lossy().replace('_', "-"))
-            .unwrap_or_default()
-    };
+    let key = |path: &str| module_name(Path::new(path)).unwrap_or_default();
     let mut deps: BTreeMap<String, (String, Vec<String>)> = BTreeMap::new();
     for line in dep_text.lines() {
         let Some((m, ds)) = line.split_once(':') else {
@@ -105,9 +100,9 @@ pub fn load_order(modules: &Path, wanted: &[&str]) -> Result<Vec<PathBuf>> {
     }
     let mut order: Vec<String> = Vec::new();
     for w in wanted {
-        let file = format!("{w}.ko");
-        let Some((path, ds)) = deps.get(&file.replace('_', "-")) else {
-            if builtin.lines().any(|l| key(l) == file.replace('_', "-")) {
+        let name = w.replace('_', "-");
+        let Some((path, ds)) = deps.get(&name) else {
+            if builtin.lines().any(|l| key(l) == name) {
                 continue;
             }
             bail!(
@@ -124,6 +119,48 @@ pub fn load_order(modules: &Path, wanted: &[&str]) -> Result<Vec<PathBuf>> {
         }
     }
     Ok(order.into_iter().map(|m| modules.join(m)).collect())
+}
+
+/// The compressions a module file may have (Debian's from 6.12: xz), with
+/// the program that undoes each (xz-utils, zstd and gzip are on every
+/// Debian system).
+const COMPRESSED: [(&str, &str); 3] = [(".xz", "xz"), (".zst", "zstd"), (".gz", "gzip")];
+
+/// The module a file holds (`snd_dummy.ko.xz` → `snd-dummy`), or `None`
+/// when it is not a module.
+pub fn module_name(path: &Path) -> Option<String> {
+    let name = path.file_name()?.to_str()?;
+    let plain = COMPRESSED
+        .iter()
+        .find_map(|(ext, _)| name.strip_suffix(ext))
+        .unwrap_or(name);
+    Some(plain.strip_suffix(".ko")?.replace('_', "-"))
+}
+
+/// A module file's ELF object: decompressed when the file is compressed
+/// (the guest's busybox `insmod` loads plain objects only); with the name
+/// it has in the guest (`snd-dummy.ko`).
+fn module_object(path: &Path) -> Result<(Vec<u8>, String)> {
+    let name = file_name(path);
+    let Some((ext, program)) = COMPRESSED.iter().find(|(ext, _)| name.ends_with(ext)) else {
+        let bytes = fs::read(path).with_context(|| format!("reading {}", path.display()))?;
+        return Ok((bytes, name));
+    };
+    let out = std::process::Command::new(program)
+        .args(["-dc", "--"])
+        .arg(path)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .with_context(|| format!("running {program} to decompress {}", path.display()))?;
+    if !out.status.success() || !out.stdout.starts_with(b"\x7fELF") {
+        bail!(
+            "{}: {program} -d gave no kernel object ({}): {}",
+            path.display(),
+            out.status,
+            xrunbench_schema::doc::one_line(String::from_utf8_lossy(&out.stderr).trim())
+        );
+    }
+    Ok((out.stdout, name[..name.len() - ext.len()].to_string()))
 }
 
 /// How the host talks to the guest.
@@ -244,8 +281,9 @@ impl Image<'_> {
         t.symlink(concat!("/", "bin/sh"), "busybox");
         let mut order = String::new();
         for (i, m) in self.modules.iter().enumerate() {
-            let name = format!("/lab/modules/{i:02}-{}", file_name(m));
-            t.copy(m, &name, 0o644)?;
+            let (object, plain) = module_object(m)?;
+            let name = format!("/lab/modules/{i:02}-{plain}");
+            t.file(&name, object, 0o644);
             order.push_str(&name);
             order.push('\n');
         }
@@ -547,5 +585,46 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("the kernel has no snd-hda-intel"), "{e}");
+    }
+
+    #[test]
+    fn compressed_modules_are_found_and_go_to_the_guest_decompressed() {
+        let dir = tempfile::tempdir().unwrap();
+        // Debian's kernels from 6.12 compress their modules with xz.
+        fs::write(
+            dir.path().join("modules.dep"),
+            "kernel/sound/soundcore.ko.xz:\n\
+             kernel/sound/core/snd.ko.xz: kernel/sound/soundcore.ko.xz\n\
+             kernel/sound/drivers/snd-dummy.ko.xz: kernel/sound/core/snd.ko.xz kernel/sound/soundcore.ko.xz\n",
+        )
+        .unwrap();
+        fs::write(dir.path().join("modules.builtin"), "kernel/net/e1000.ko\n").unwrap();
+        let order = load_order(dir.path(), &["snd-dummy", "e1000"]).unwrap();
+        let names: Vec<String> = order.iter().map(|p| file_name(p)).collect();
+        assert_eq!(names, ["soundcore.ko.xz", "snd.ko.xz", "snd-dummy.ko.xz"]);
+        assert_eq!(
+            module_name(Path::new("a/snd_hda_intel.ko.zst")).as_deref(),
+            Some("snd-hda-intel")
+        );
+        assert_eq!(module_name(Path::new("a/modules.dep")), None);
+
+        let object = b"\x7fELF a module".to_vec();
+        let plain = dir.path().join("snd-dummy.ko");
+        fs::write(&plain, &object).unwrap();
+        let st = std::process::Command::new("xz")
+            .args(["-k", "--"])
+            .arg(&plain)
+            .status()
+            .expect("xz (package xz-utils, on every Debian system)");
+        assert!(st.success());
+        let (bytes, name) = module_object(&dir.path().join("snd-dummy.ko.xz")).unwrap();
+        assert_eq!((bytes, name.as_str()), (object.clone(), "snd-dummy.ko"));
+        let (bytes, name) = module_object(&plain).unwrap();
+        assert_eq!((bytes, name.as_str()), (object, "snd-dummy.ko"));
+        // A file that says xz and is not: one line naming it.
+        let fake = dir.path().join("snd-aloop.ko.xz");
+        fs::write(&fake, "not xz").unwrap();
+        let e = module_object(&fake).unwrap_err().to_string();
+        assert!(e.contains("snd-aloop.ko.xz") && !e.contains('\n'), "{e}");
     }
 }

@@ -17,7 +17,7 @@ use std::process::{Command, ExitCode};
 
 use anyhow::{bail, Context, Result};
 
-use super::kernel::{apt, apt_cache, cache_dir, dependency, download};
+use super::kernel::{apt, apt_cache, apt_newer, cache_dir, dependency, download, Version};
 use crate::board::arch::Arch;
 use crate::util::run_quiet;
 
@@ -52,6 +52,11 @@ pub struct SourceArgs {
     /// into (`cargo xtask test` builds it this way in the background).
     #[arg(long)]
     pub build: bool,
+    /// Debian's `linux-source-X.Y` of any suite that serves newer kernels
+    /// (the release's backports, the later stable releases and theirs)
+    /// instead of the release's own.
+    #[arg(long, value_name = "X.Y")]
+    pub version: Option<String>,
 }
 
 /// A kernel tree of the lab, configured.
@@ -67,13 +72,30 @@ pub struct Tree {
 
 /// `cargo xtask lab source`.
 pub fn run(args: &SourceArgs) -> Result<ExitCode> {
+    let version = match args.version.as_deref().map(str::parse::<Version>) {
+        None => None,
+        Some(Ok(v)) => Some(v),
+        Some(Err(e)) => {
+            crate::say!(": --version {e}");
+            return Ok(ExitCode::from(2));
+        }
+    };
     if let Err(e) = crate::deps::ensure(&crate::deps::LAB_SOURCE) {
         return Ok(e.report());
     }
     // One `lab source` at a time: a second one waits here until the first
     // has made (and, with --build, built) the tree.
     let _held = crate::board::sysroot::lock_dir(&cache_dir().join("source"))?;
-    let t = debian()?;
+    let t = match version {
+        None => debian()?,
+        Some(v) => match debian_version(v)? {
+            Ok(t) => t,
+            Err(why) => {
+                crate::say!(": --version {v}: {why}");
+                return Ok(ExitCode::from(2));
+            }
+        },
+    };
     if args.build {
         build_image(&t.path)?;
     }
@@ -97,18 +119,50 @@ pub fn run(args: &SourceArgs) -> Result<ExitCode> {
 pub fn debian() -> Result<Tree> {
     let config = apt(Arch::X86_64)?;
     let package = source_package(&config)?;
-    let version = package_version(&config, &package)?;
+    tree_of(&config, &package)
+}
+
+/// Debian's `linux-source-X.Y` from the suites with newer kernels, made
+/// into the lab's tree the first time; `Err(why)` when no suite has it,
+/// naming the versions there are.
+pub fn debian_version(version: Version) -> Result<Result<Tree, String>> {
+    let config = apt_newer(Arch::X86_64)?;
+    let names = apt_cache(&config, &["pkgnames", "linux-source-"])?.unwrap_or_default();
+    let mut there: Vec<Version> = names
+        .lines()
+        .filter_map(|n| n.trim().strip_prefix("linux-source-")?.parse().ok())
+        .collect();
+    there.sort();
+    there.dedup();
+    if !there.contains(&version) {
+        let all: Vec<String> = there.iter().map(Version::to_string).collect();
+        return Ok(Err(format!(
+            "no suite serves linux-source-{version}; there are: {}",
+            if all.is_empty() {
+                "none".to_string()
+            } else {
+                all.join(" ")
+            }
+        )));
+    }
+    tree_of(&config, &format!("linux-source-{version}")).map(Ok)
+}
+
+/// The source `package` of the archive `config`, made into the lab's tree
+/// the first time.
+fn tree_of(config: &Path, package: &str) -> Result<Tree> {
+    let version = package_version(config, package)?;
     let root = cache_dir()
         .join("source")
         .join(format!("{package}_{version}"));
-    let path = root.join(&package);
+    let path = root.join(package);
     if !root.join(READY).is_file() {
         crate::say!(
             ": making the lab's kernel tree from {package} {version} in {}",
             root.display()
         );
         super::make_once(&root, READY, |work| {
-            make_tree(&config, &package, &version, work)
+            make_tree(config, package, &version, work)
         })?;
     }
     let base = crate::bisect::step::git_out(&path, &["rev-parse", "lab-base"])
