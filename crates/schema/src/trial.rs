@@ -507,6 +507,20 @@ pub struct MachineFingerprint {
     /// Every /proc/sys/kernel/sched_* value.
     #[serde(default)]
     pub sched_sysctls: BTreeMap<String, String>,
+    /// The preemption mode the kernel runs with (`none`, `voluntary`,
+    /// `full`, `lazy`; `, PREEMPT_RT` added on a real-time kernel): the
+    /// marked one of debugfs `sched/preempt` where the kernel switches at
+    /// run time, else the one its config (and `preempt=`) chose; `None`
+    /// where nothing says.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub preempt: Option<String>,
+    /// The scheduler's features line (debugfs `sched/features`), where
+    /// readable.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sched_features: Option<String>,
+    /// CONFIG_HZ, where the kernel's config can be read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hz: Option<u32>,
 }
 
 /// Facts sampled around each trial (what may differ from trial to trial).

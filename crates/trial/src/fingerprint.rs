@@ -28,7 +28,112 @@ pub fn collect() -> MachineFingerprint {
         }),
         boot_id: boot_id(),
         sched_sysctls: sched_sysctls(),
+        ..scheduling(Path::new("/"))
     }
+}
+
+/// What decides scheduling beyond the sysctls, read under `root` (`/`, or
+/// a test's tree): the preemption mode, the features line and HZ (see
+/// [`MachineFingerprint`]); the rest of the fingerprint left empty.
+pub fn scheduling(root: &Path) -> MachineFingerprint {
+    let read = |p: &str| {
+        fs::read_to_string(root.join(p))
+            .ok()
+            .map(|s| s.trim().to_string())
+            .filter(|s| !s.is_empty())
+    };
+    let release = read("proc/sys/kernel/osrelease").unwrap_or_default();
+    let version = read("proc/sys/kernel/version").unwrap_or_default();
+    let cmdline = read("proc/cmdline").unwrap_or_default();
+    let config = kernel_config(root, &release);
+    let realtime = read("sys/kernel/realtime").as_deref() == Some("1")
+        || version.split_whitespace().any(|w| w == "PREEMPT_RT")
+        || config_says(&config, "CONFIG_PREEMPT_RT") == Some("y");
+    let mode = read("sys/kernel/debug/sched/preempt")
+        .and_then(|line| marked_mode(&line))
+        .or_else(|| built_mode(&config, &cmdline, &version));
+    let preempt = match (mode, realtime) {
+        (Some(m), true) => Some(format!("{m}, PREEMPT_RT")),
+        (None, true) => Some("PREEMPT_RT".into()),
+        (m, false) => m,
+    };
+    MachineFingerprint {
+        preempt,
+        sched_features: read("sys/kernel/debug/sched/features")
+            .or_else(|| read("sys/kernel/debug/sched_features")),
+        hz: config_says(&config, "CONFIG_HZ").and_then(|v| v.parse().ok()),
+        ..MachineFingerprint::default()
+    }
+}
+
+/// The mode debugfs marks: `none voluntary (full) lazy` → `full`.
+fn marked_mode(line: &str) -> Option<String> {
+    line.split_whitespace()
+        .find_map(|w| w.strip_prefix('(')?.strip_suffix(')'))
+        .map(str::to_string)
+}
+
+/// The preemption model the kernel was built with, or `preempt=` of the
+/// command line where it may switch at boot (PREEMPT_DYNAMIC); from the
+/// config, else from `uname -v`'s words (which name only some models).
+fn built_mode(config: &str, cmdline: &str, version: &str) -> Option<String> {
+    let dynamic = config_says(config, "CONFIG_PREEMPT_DYNAMIC") == Some("y")
+        || version.split_whitespace().any(|w| w == "PREEMPT_DYNAMIC");
+    if dynamic {
+        if let Some(m) = cmdline
+            .split_whitespace()
+            .find_map(|w| w.strip_prefix("preempt="))
+        {
+            return Some(m.to_string());
+        }
+    }
+    let models = [
+        ("CONFIG_PREEMPT_LAZY", "lazy"),
+        ("CONFIG_PREEMPT", "full"),
+        ("CONFIG_PREEMPT_VOLUNTARY", "voluntary"),
+        ("CONFIG_PREEMPT_NONE", "none"),
+    ];
+    if let Some((_, m)) = models
+        .iter()
+        .find(|(k, _)| config_says(config, k) == Some("y"))
+    {
+        return Some(m.to_string());
+    }
+    if dynamic {
+        return None;
+    }
+    let words: Vec<&str> = version.split_whitespace().collect();
+    [("PREEMPT_LAZY", "lazy"), ("PREEMPT", "full")]
+        .iter()
+        .find(|(w, _)| words.contains(w))
+        .map(|(_, m)| m.to_string())
+}
+
+/// The running kernel's config where it is kept as text:
+/// `/boot/config-RELEASE`, or the modules' directory's `config` (Debian
+/// from 6.19); empty when none reads. (`/proc/config.gz` is not read: a
+/// board binary carries no decompressor.)
+fn kernel_config(root: &Path, release: &str) -> String {
+    if release.is_empty() {
+        return String::new();
+    }
+    [
+        format!("boot/config-{release}"),
+        format!("lib/modules/{release}/config"),
+        format!("usr/lib/modules/{release}/config"),
+    ]
+    .iter()
+    .find_map(|p| fs::read_to_string(root.join(p)).ok())
+    .unwrap_or_default()
+}
+
+/// The value `KEY=value` of a kernel config gives `key` (`None` where it
+/// is unset).
+fn config_says<'a>(config: &'a str, key: &str) -> Option<&'a str> {
+    config
+        .lines()
+        .find_map(|l| l.strip_prefix(key)?.strip_prefix('='))
+        .map(|v| v.trim().trim_matches('"'))
 }
 
 /// `uname -r`.
@@ -154,6 +259,80 @@ mod tests {
             .sched_sysctls
             .keys()
             .all(|k| k.starts_with("kernel.sched_")));
+    }
+
+    /// A fake root with `files` (path, text).
+    fn tree(files: &[(&str, &str)]) -> tempfile::TempDir {
+        let t = tempfile::tempdir().unwrap();
+        for (p, text) in files {
+            let path = t.path().join(p);
+            fs::create_dir_all(path.parent().unwrap()).unwrap();
+            fs::write(path, text).unwrap();
+        }
+        t
+    }
+
+    #[test]
+    fn the_preemption_mode_features_and_hz_are_read_where_the_kernel_says_them() {
+        // 7.3 with PREEMPT_DYNAMIC: debugfs marks the mode.
+        let t = tree(&[
+            ("proc/sys/kernel/osrelease", "7.3.4+bpo-amd64\n"),
+            (
+                "proc/sys/kernel/version",
+                "#1 SMP PREEMPT_DYNAMIC Debian 7.3.4-1~bpo13+1\n",
+            ),
+            ("proc/cmdline", "console=ttyS0 preempt=full\n"),
+            (
+                "sys/kernel/debug/sched/preempt",
+                "none voluntary full (lazy) \n",
+            ),
+            (
+                "sys/kernel/debug/sched/features",
+                "PLACE_LAG RUN_TO_PARITY NO_NEXT_BUDDY\n",
+            ),
+            (
+                "usr/lib/modules/7.3.4+bpo-amd64/config",
+                "CONFIG_HZ_250=y\nCONFIG_HZ=250\nCONFIG_PREEMPT_LAZY=y\n",
+            ),
+        ]);
+        let f = scheduling(t.path());
+        assert_eq!(f.preempt.as_deref(), Some("lazy"));
+        assert_eq!(
+            f.sched_features.as_deref(),
+            Some("PLACE_LAG RUN_TO_PARITY NO_NEXT_BUDDY")
+        );
+        assert_eq!(f.hz, Some(250));
+
+        // No debugfs: the config's model, or preempt= where it may switch.
+        let t = tree(&[
+            ("proc/sys/kernel/osrelease", "6.1.0-57-amd64\n"),
+            ("proc/sys/kernel/version", "#1 SMP PREEMPT_DYNAMIC Debian 6.1.158-1\n"),
+            ("proc/cmdline", "quiet\n"),
+            ("boot/config-6.1.0-57-amd64", "CONFIG_PREEMPT_BUILD=y\nCONFIG_PREEMPT_VOLUNTARY=y\nCONFIG_PREEMPT_DYNAMIC=y\nCONFIG_HZ=250\n"),
+        ]);
+        let f = scheduling(t.path());
+        assert_eq!(
+            (f.preempt.as_deref(), f.sched_features, f.hz),
+            (Some("voluntary"), None, Some(250))
+        );
+        fs::write(t.path().join("proc/cmdline"), "quiet preempt=full\n").unwrap();
+        assert_eq!(scheduling(t.path()).preempt.as_deref(), Some("full"));
+
+        // A real-time kernel says so beside its mode.
+        let t = tree(&[
+            ("proc/sys/kernel/osrelease", "6.12.118+deb12-rt-amd64\n"),
+            ("proc/sys/kernel/version", "#1 SMP PREEMPT_RT Debian\n"),
+            ("sys/kernel/realtime", "1\n"),
+            ("sys/kernel/debug/sched/preempt", "(full) lazy\n"),
+        ]);
+        assert_eq!(
+            scheduling(t.path()).preempt.as_deref(),
+            Some("full, PREEMPT_RT")
+        );
+
+        // Nothing readable: nothing claimed.
+        let t = tree(&[("proc/sys/kernel/version", "#1 SMP Debian\n")]);
+        assert_eq!(scheduling(t.path()), MachineFingerprint::default());
     }
 
     #[test]

@@ -75,9 +75,14 @@ pub fn build(dirs: &[RunDir], kind: Significance, alpha: f64) -> Table {
                 .iter()
                 .map(|t| t.machine.kernel_release.clone())
                 .collect();
-            kernels.dedup();
             kernels.sort();
             kernels.dedup();
+            let mut preempt: Vec<String> = trials
+                .iter()
+                .filter_map(|t| t.machine.preempt.clone())
+                .collect();
+            preempt.sort();
+            preempt.dedup();
             let name = if merged {
                 format!("{}/{config}", d.label)
             } else {
@@ -90,6 +95,7 @@ pub fn build(dirs: &[RunDir], kind: Significance, alpha: f64) -> Table {
                 config: config.clone(),
                 n: trials.len(),
                 kernels,
+                preempt,
             });
             samples.push(
                 Metric::ALL

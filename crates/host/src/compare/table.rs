@@ -155,6 +155,9 @@ pub struct Column {
     pub n: usize,
     /// Kernels its trials ran on.
     pub kernels: Vec<String>,
+    /// The preemption modes its trials ran with, where their records say.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub preempt: Vec<String>,
 }
 
 /// Which way a column moved against the baseline, whatever the metric's

@@ -378,6 +378,11 @@ fn copy_tree(t: &mut Tree, dir: &Path) -> Result<()> {
     Ok(())
 }
 
+/// Where the guest finds its kernel's config, when the host had it: `/init`
+/// links it as `/boot/config-RELEASE`, where a trial reads HZ and the
+/// preemption model as on any Debian machine.
+pub const CONFIG: &str = "/lab/kernel.config";
+
 /// `/init`: mounts, modules, the sound card, then `tail` (the channel).
 fn init_script(sound: Sound, tail: &str) -> String {
     format!(
@@ -393,6 +398,8 @@ fn init_script(sound: Sound, tail: &str) -> String {
          mount -t tmpfs tmpfs /run\n\
          mount -t tmpfs tmpfs /tmp\n\
          mount -t debugfs debugfs /sys/kernel/debug\n\
+         mkdir -p /boot\n\
+         [ -f {CONFIG} ] && ln -s {CONFIG} /boot/config-$(uname -r)\n\
          echo 0 > /proc/sys/kernel/printk\n\
          for m in $(cat /lab/order); do insmod $m || echo \"xrunbench-lab: insmod $m failed\"; done\n\
          i=0\n\

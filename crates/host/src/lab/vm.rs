@@ -175,6 +175,28 @@ fn modules_beside(kernel: &Path) -> Option<PathBuf> {
     m.join("modules.dep").is_file().then_some(m)
 }
 
+/// The config `kernel` was built with, when it is where it is kept:
+/// `boot/config-RELEASE` beside `boot/vmlinuz-RELEASE` (Debian's, as `lab
+/// kernel` unpacks it), or `.config` at the top of the tree an image was
+/// built in (`arch/x86/boot/bzImage`).
+pub fn config_beside(kernel: &Path) -> Option<PathBuf> {
+    if let Some(release) = kernel
+        .file_name()
+        .and_then(|n| n.to_str())
+        .and_then(|n| n.strip_prefix("vmlinuz-"))
+    {
+        let c = kernel.parent()?.join(format!("config-{release}"));
+        return c.is_file().then_some(c);
+    }
+    kernel
+        .ancestors()
+        .skip(1)
+        .take(4)
+        .find(|d| d.join("Makefile").is_file() && d.join("Kconfig").is_file())
+        .map(|d| d.join(".config"))
+        .filter(|c| c.is_file())
+}
+
 /// The lab's key pair for the SSH channel (made once, in the cache): the
 /// guest's host key and the host's client key.
 struct Keys {
@@ -292,6 +314,9 @@ pub fn boot(t: &SshTarget, vm: &VmSettings, bins: &Path) -> Result<Lab> {
     let mut libraries = initramfs::host_libraries(Path::new(initramfs::SSHD))?;
     for b in ["xrun-trial", "xrun-player", "xrun-hackbench"] {
         libraries.extend(initramfs::host_libraries(&bins.join(b))?);
+    }
+    if let Some(config) = config_beside(&vm.kernel) {
+        libraries.push((config, PathBuf::from(initramfs::CONFIG)));
     }
     libraries.sort();
     libraries.dedup();

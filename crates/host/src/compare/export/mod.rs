@@ -137,6 +137,7 @@ pub(crate) fn footer_lines(t: &Table) -> Vec<String> {
                 .join(", ")
         ),
         format!("Kernel: {}.", kernels(t)),
+        preemption(t).map_or_else(String::new, |p| format!("Preemption: {p}.")),
         format!(
             "Machine: {}.",
             if f.machines.is_empty() {
@@ -181,9 +182,82 @@ fn kernels(t: &Table) -> String {
     }
 }
 
+/// The preemption mode of all columns, or each column's where they
+/// differ; `None` where no record says.
+fn preemption(t: &Table) -> Option<String> {
+    let mut all: Vec<&String> = t.columns.iter().flat_map(|c| &c.preempt).collect();
+    all.sort();
+    all.dedup();
+    match all.len() {
+        0 => None,
+        1 if t.columns.iter().all(|c| !c.preempt.is_empty()) => {
+            Some(format!("{} (all columns)", all[0]))
+        }
+        _ => Some(
+            t.columns
+                .iter()
+                .map(|c| {
+                    let p = if c.preempt.is_empty() {
+                        "unknown".to_string()
+                    } else {
+                        c.preempt.join("+")
+                    };
+                    format!("{} {p}", c.name)
+                })
+                .collect::<Vec<_>>()
+                .join(", "),
+        ),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_preemption_mode_is_said_once_or_per_column() {
+        use crate::compare::table::{Column, Footer, Significance};
+        let column = |name: &str, preempt: &[&str]| Column {
+            name: name.into(),
+            group: None,
+            config: name.into(),
+            n: 1,
+            kernels: vec![],
+            preempt: preempt.iter().map(|p| p.to_string()).collect(),
+        };
+        let table = |columns| Table {
+            columns,
+            rows: vec![],
+            footer: Footer {
+                scenarios: vec![],
+                trial_seconds: vec![],
+                sinks: vec![],
+                machines: vec![],
+                significance: Significance::default(),
+                alpha: 0.05,
+            },
+            sections: Default::default(),
+        };
+        let same = table(vec![column("a", &["full"]), column("b", &["full"])]);
+        assert_eq!(preemption(&same).as_deref(), Some("full (all columns)"));
+        let differ = table(vec![
+            column("6.12", &["voluntary"]),
+            column("7.3", &["lazy"]),
+        ]);
+        assert_eq!(
+            preemption(&differ).as_deref(),
+            Some("6.12 voluntary, 7.3 lazy")
+        );
+        let partly = table(vec![column("old", &[]), column("new", &["lazy"])]);
+        assert_eq!(
+            preemption(&partly).as_deref(),
+            Some("old unknown, new lazy")
+        );
+        assert_eq!(preemption(&table(vec![column("x", &[])])), None);
+        assert!(footer_lines(&differ)
+            .iter()
+            .any(|l| l == "Preemption: 6.12 voluntary, 7.3 lazy."));
+    }
 
     #[test]
     fn percent_keeps_two_decimals_where_they_fit() {
