@@ -71,18 +71,8 @@ pub fn build(dirs: &[RunDir], kind: Significance, alpha: f64) -> Table {
     for d in dirs {
         for config in &d.configs {
             let trials = d.trials_of(config);
-            let mut kernels: Vec<String> = trials
-                .iter()
-                .map(|t| t.machine.kernel_release.clone())
-                .collect();
-            kernels.sort();
-            kernels.dedup();
-            let mut preempt: Vec<String> = trials
-                .iter()
-                .filter_map(|t| t.machine.preempt.clone())
-                .collect();
-            preempt.sort();
-            preempt.dedup();
+            let kernels = distinct(trials.iter().map(|t| Some(&t.machine.kernel_release)));
+            let preempt = distinct(trials.iter().map(|t| t.machine.preempt.as_ref()));
             let name = if merged {
                 format!("{}/{config}", d.label)
             } else {
@@ -112,6 +102,14 @@ pub fn build(dirs: &[RunDir], kind: Significance, alpha: f64) -> Table {
         footer: footer(dirs, kind, alpha),
         sections,
     }
+}
+
+/// The values there are, sorted, each once.
+fn distinct<'a>(values: impl Iterator<Item = Option<&'a String>>) -> Vec<String> {
+    let mut out: Vec<String> = values.flatten().cloned().collect();
+    out.sort();
+    out.dedup();
+    out
 }
 
 fn footer(dirs: &[RunDir], kind: Significance, alpha: f64) -> Footer {
