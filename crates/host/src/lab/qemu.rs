@@ -186,6 +186,8 @@ pub struct Guest {
     group_nice: Option<i32>,
     accel: Accel,
     console: PathBuf,
+    /// QEMU's monitor socket.
+    monitor: PathBuf,
     /// The host port QEMU forwards to the guest's sshd.
     ssh_port: Option<u16>,
     /// Seconds from QEMU's start to the guest's ready line.
@@ -274,6 +276,7 @@ pub fn start(boot: &Boot, ready: &str, limit: Duration) -> Result<Guest, BootErr
         group_nice,
         accel: boot.accel,
         console: boot.console.clone(),
+        monitor: boot.monitor(),
         ssh_port: None,
         ready_after: 0.0,
     };
@@ -416,6 +419,39 @@ impl Guest {
     /// it was booted with one.
     pub fn ssh_port(&self) -> Option<u16> {
         self.ssh_port
+    }
+
+    /// Stops the guest's CPUs (QMP `stop`): QEMU takes no CPU and the
+    /// guest's clocks stand still until [`Guest::thaw`] — how a run keeps
+    /// several guests booted and measures one at a time.
+    pub fn freeze(&mut self) -> Result<()> {
+        self.command("stop")
+    }
+
+    /// Runs the guest's CPUs again (QMP `cont`).
+    pub fn thaw(&mut self) -> Result<()> {
+        self.command("cont")
+    }
+
+    /// Whether the guest's CPUs run (QMP `query-status`).
+    pub fn running(&mut self) -> Result<bool> {
+        let status = self
+            .connect()?
+            .execute("query-status", serde_json::json!({}))?;
+        Ok(status["running"].as_bool().unwrap_or(false))
+    }
+
+    fn command(&mut self, name: &str) -> Result<()> {
+        self.connect()?.execute(name, serde_json::json!({}))?;
+        Ok(())
+    }
+
+    /// A connection to QEMU's monitor (it serves one at a time).
+    fn connect(&mut self) -> Result<Qmp> {
+        let child = &mut self.child;
+        Qmp::connect(&self.monitor, || {
+            matches!(child.try_wait(), Ok(Some(_))).then(|| "QEMU has ended".to_string())
+        })
     }
 
     /// Its console so far.
@@ -633,6 +669,57 @@ mod tests {
         distinct.dedup();
         assert_eq!(distinct.len(), ports.len(), "{ports:?}");
         assert!(reachable.iter().all(|r| *r), "{ports:?} {reachable:?}");
+    }
+
+    #[test]
+    fn a_frozen_guest_stands_still_until_thawed() {
+        xrunbench_test_support::skip_unless!(
+            Command::new("qemu-system-x86_64")
+                .arg("--version")
+                .stdout(Stdio::null())
+                .status()
+                .is_ok_and(|s| s.success()),
+            "needs qemu-system-x86_64 (package qemu-system-x86)"
+        );
+        let dir = tempfile::tempdir().unwrap();
+        let boot = Boot {
+            arch: Arch::X86_64,
+            kernel: "bzImage".into(),
+            initrd: "initramfs.cpio".into(),
+            append: String::new(),
+            cpus: 1,
+            memory_mib: 64,
+            sound: Sound::Dummy,
+            accel: Accel::Tcg,
+            ssh: true,
+            console: dir.path().join("console.log"),
+        };
+        let mut guest = Guest {
+            child: network_only(&boot).spawn().unwrap(),
+            nice: 0,
+            group_nice: None,
+            accel: Accel::Tcg,
+            console: boot.console.clone(),
+            monitor: boot.monitor(),
+            ssh_port: None,
+            ready_after: 0.0,
+        };
+        // `-S`: QEMU starts with its CPUs stopped.
+        assert!(!guest.running().unwrap());
+        guest.thaw().unwrap();
+        assert!(guest.running().unwrap());
+        guest.freeze().unwrap();
+        assert!(!guest.running().unwrap());
+        guest.thaw().unwrap();
+        assert!(guest.running().unwrap());
+        // Dropped: killed and reaped; a monitor of a QEMU that has ended
+        // says so instead of waiting.
+        let pid = guest.child.id();
+        let _ = guest.child.kill();
+        let _ = guest.child.wait();
+        let e = guest.freeze().unwrap_err().to_string();
+        assert!(e.contains("QEMU has ended"), "{e}");
+        assert!(cpu_time(pid).is_none());
     }
 
     #[test]
