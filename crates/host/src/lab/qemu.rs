@@ -583,6 +583,32 @@ mod tests {
         }
     }
 
+    /// Whether qemu-system-x86_64 runs here.
+    fn qemu_here() -> bool {
+        Command::new("qemu-system-x86_64")
+            .arg("--version")
+            .stdout(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success())
+    }
+
+    /// A small x86_64 boot with its ssh forward, its files in `dir` (`i`
+    /// tells several apart).
+    fn small_boot(dir: &Path, i: usize) -> Boot {
+        Boot {
+            arch: Arch::X86_64,
+            kernel: "bzImage".into(),
+            initrd: "initramfs.cpio".into(),
+            append: String::new(),
+            cpus: 1,
+            memory_mib: 64,
+            sound: Sound::Dummy,
+            accel: Accel::Tcg,
+            ssh: true,
+            console: dir.join(format!("console-{i}.log")),
+        }
+    }
+
     /// QEMU with `boot`'s network and monitor only, its CPUs never started
     /// (`-S`): what binds the forward, without a kernel to boot.
     fn network_only(boot: &Boot) -> Command {
@@ -607,28 +633,11 @@ mod tests {
     #[test]
     fn guests_started_at_once_never_share_a_forwarded_port() {
         xrunbench_test_support::skip_unless!(
-            Command::new("qemu-system-x86_64")
-                .arg("--version")
-                .stdout(Stdio::null())
-                .status()
-                .is_ok_and(|s| s.success()),
+            qemu_here(),
             "needs qemu-system-x86_64 (package qemu-system-x86)"
         );
         let dir = tempfile::tempdir().unwrap();
-        let boots: Vec<Boot> = (0..4)
-            .map(|i| Boot {
-                arch: Arch::X86_64,
-                kernel: "bzImage".into(),
-                initrd: "initramfs.cpio".into(),
-                append: String::new(),
-                cpus: 1,
-                memory_mib: 64,
-                sound: Sound::Dummy,
-                accel: Accel::Tcg,
-                ssh: true,
-                console: dir.path().join(format!("console-{i}.log")),
-            })
-            .collect();
+        let boots: Vec<Boot> = (0..4).map(|i| small_boot(dir.path(), i)).collect();
         let line: Vec<String> = boots[0]
             .command()
             .get_args()
@@ -674,26 +683,11 @@ mod tests {
     #[test]
     fn a_frozen_guest_stands_still_until_thawed() {
         xrunbench_test_support::skip_unless!(
-            Command::new("qemu-system-x86_64")
-                .arg("--version")
-                .stdout(Stdio::null())
-                .status()
-                .is_ok_and(|s| s.success()),
+            qemu_here(),
             "needs qemu-system-x86_64 (package qemu-system-x86)"
         );
         let dir = tempfile::tempdir().unwrap();
-        let boot = Boot {
-            arch: Arch::X86_64,
-            kernel: "bzImage".into(),
-            initrd: "initramfs.cpio".into(),
-            append: String::new(),
-            cpus: 1,
-            memory_mib: 64,
-            sound: Sound::Dummy,
-            accel: Accel::Tcg,
-            ssh: true,
-            console: dir.path().join("console.log"),
-        };
+        let boot = small_boot(dir.path(), 0);
         let mut guest = Guest {
             child: network_only(&boot).spawn().unwrap(),
             nice: 0,
