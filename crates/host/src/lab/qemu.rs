@@ -328,11 +328,11 @@ pub fn start(boot: &Boot, ready: &str, limit: Duration) -> Result<Guest, BootErr
 }
 
 /// The host port QEMU bound for the guest's sshd, asked of its monitor.
+/// A QEMU that refuses to boot (not a kernel) may accept the monitor's
+/// connection and end under it: a monitor that fails is then reported as
+/// QEMU's own ending, with its message.
 fn forwarded_ssh_port(boot: &Boot, child: &mut Child, stderr: &Path) -> Result<u16, BootError> {
-    let mut monitor = Qmp::connect(&boot.monitor(), || {
-        if let Some(sig) = signals::stop_requested() {
-            return Some(format!("stopped by signal {sig}"));
-        }
+    let ended = |child: &mut Child| -> Option<String> {
         match child.try_wait() {
             Ok(Some(status)) => Some(format!(
                 "QEMU ended ({status}) before the guest was ready: {}",
@@ -340,12 +340,36 @@ fn forwarded_ssh_port(boot: &Boot, child: &mut Child, stderr: &Path) -> Result<u
             )),
             _ => None,
         }
+    };
+    let asked = Qmp::connect(&boot.monitor(), || {
+        if let Some(sig) = signals::stop_requested() {
+            return Some(format!("stopped by signal {sig}"));
+        }
+        ended(child)
     })
-    .map_err(|e| BootError::Qemu(format!("{e:#}")))?;
-    monitor
-        .forwarded_port(22)
-        .map_err(|e| BootError::Qemu(format!("{e:#}")))
+    .and_then(|mut monitor| monitor.forwarded_port(22));
+    asked.map_err(|e| {
+        if let Some(sig) = signals::stop_requested() {
+            return BootError::Interrupted(sig);
+        }
+        // Its monitor closed under us: QEMU is likely ending. Its status
+        // says why, once it has ended (bounded: a QEMU that keeps running
+        // is killed by the caller).
+        let deadline = Instant::now() + MONITOR_GRACE;
+        loop {
+            if let Some(why) = ended(child) {
+                return BootError::Qemu(why);
+            }
+            if Instant::now() >= deadline {
+                return BootError::Qemu(format!("{e:#}"));
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    })
 }
+
+/// How long a QEMU whose monitor failed is given to end by itself.
+const MONITOR_GRACE: Duration = Duration::from_secs(10);
 
 /// The last line of QEMU's stderr, escaped.
 fn last_line(stderr: &Path) -> String {
@@ -678,6 +702,38 @@ mod tests {
         distinct.dedup();
         assert_eq!(distinct.len(), ports.len(), "{ports:?}");
         assert!(reachable.iter().all(|r| *r), "{ports:?} {reachable:?}");
+    }
+
+    #[test]
+    fn a_qemu_that_ends_under_its_monitor_is_reported_by_its_own_message() {
+        // Not a kernel: QEMU 7.2 opened its monitor, took our connection,
+        // then ended with its message ("Connection reset by peer" was all
+        // we said). Here a stand-in: a monitor that hangs up, and a child
+        // that ends with status 1 only after that.
+        let dir = tempfile::tempdir().unwrap();
+        let boot = small_boot(dir.path(), 0);
+        let listener = std::os::unix::net::UnixListener::bind(boot.monitor()).unwrap();
+        let stderr = dir.path().join("qemu.log");
+        fs::write(&stderr, "qemu: linux kernel too old to load a ram disk\n").unwrap();
+        let mut child = Command::new("sh")
+            .args(["-c", "read x; exit 1"])
+            .stdin(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let stdin = child.stdin.take();
+        let monitor = std::thread::spawn(move || {
+            let (hung_up, _) = listener.accept().unwrap();
+            drop(hung_up);
+            drop(stdin);
+        });
+        let e = forwarded_ssh_port(&boot, &mut child, &stderr).unwrap_err();
+        monitor.join().unwrap();
+        let _ = child.wait();
+        assert_eq!(
+            e.to_string(),
+            "QEMU ended (exit status: 1) before the guest was ready: qemu: linux kernel too old \
+             to load a ram disk"
+        );
     }
 
     #[test]
