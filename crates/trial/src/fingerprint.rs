@@ -36,12 +36,7 @@ pub fn collect() -> MachineFingerprint {
 /// a test's tree): the preemption mode, the features line and HZ (see
 /// [`MachineFingerprint`]); the rest of the fingerprint left empty.
 pub fn scheduling(root: &Path) -> MachineFingerprint {
-    let read = |p: &str| {
-        fs::read_to_string(root.join(p))
-            .ok()
-            .map(|s| s.trim().to_string())
-            .filter(|s| !s.is_empty())
-    };
+    let read = |p: &str| Some(read_trimmed(root.join(p))).filter(|s| !s.is_empty());
     let release = read("proc/sys/kernel/osrelease").unwrap_or_default();
     let version = read("proc/sys/kernel/version").unwrap_or_default();
     let cmdline = read("proc/cmdline").unwrap_or_default();
@@ -151,7 +146,7 @@ pub fn loadavg() -> String {
     read_trimmed("/proc/loadavg")
 }
 
-fn read_trimmed(path: &str) -> String {
+fn read_trimmed(path: impl AsRef<Path>) -> String {
     fs::read_to_string(path)
         .map(|s| s.trim().to_string())
         .unwrap_or_default()

@@ -315,7 +315,7 @@ pub fn apt_state_of(arch: Arch, dir: &Path, sources: &[AptSource]) -> Result<Pat
 }
 
 /// The suites of `sources`, for messages (`bookworm bookworm-backports`).
-pub fn suites_of(sources: &[AptSource]) -> String {
+fn suites_of(sources: &[AptSource]) -> String {
     let all: Vec<&str> = sources
         .iter()
         .flat_map(|s| s.suites.iter().map(String::as_str))

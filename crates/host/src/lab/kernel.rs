@@ -41,7 +41,7 @@ pub struct KernelArgs {
     /// The newest kernel of this version (`6.12`, `7.3`) any suite serves
     /// (default: the kernel of this machine's release).
     #[arg(long, value_name = "X.Y")]
-    pub version: Option<String>,
+    pub version: Option<Version>,
     /// List the versions and flavours the archive serves, newest release
     /// of each, instead of fetching one.
     #[arg(long, conflicts_with_all = ["version", "rt"])]
@@ -135,19 +135,17 @@ pub fn dependency(config: &Path, meta: &str, prefix: &str) -> Result<Option<Stri
     }))
 }
 
-/// The image package Debian's `linux-image-FLAVOUR` stands for, as its
-/// unsigned build (`linux-image-6.1.0-57-amd64-unsigned`).
-fn image_package(config: &Path, flavour: &str) -> Result<String> {
+/// The release Debian's `linux-image-FLAVOUR` stands for in this
+/// machine's release (`6.1.0-57-amd64`).
+fn release_of_meta(config: &Path, flavour: &str) -> Result<String> {
     let meta = format!("linux-image-{flavour}");
     let Some(image) = dependency(config, &meta, "linux-image-")? else {
         bail!("the archive has no {meta} (no Debian kernel of that flavour for this release)");
     };
-    let unsigned = format!("{image}-unsigned");
-    Ok(if exists(config, &unsigned)? {
-        unsigned
-    } else {
-        image
-    })
+    Ok(image
+        .strip_prefix("linux-image-")
+        .unwrap_or(&image)
+        .to_string())
 }
 
 /// Whether the archive of `config` has a package `name`.
@@ -179,7 +177,7 @@ impl std::str::FromStr for Version {
                 minor: b.parse().ok()?,
             })
         });
-        parsed.ok_or_else(|| format!("{s:?}: expected MAJOR.MINOR, such as 6.12"))
+        parsed.ok_or_else(|| "expected MAJOR.MINOR, such as 6.12".to_string())
     }
 }
 
@@ -223,16 +221,16 @@ pub fn offers(names: &str, flavours: &[&'static str]) -> Vec<Offer> {
             let Some(numbers) = abi_numbers(abi) else {
                 continue;
             };
-            if !out.iter().any(|o| o.release == release) {
-                out.push(Offer {
-                    release: release.to_string(),
-                    flavour: f,
-                    numbers,
-                });
-            }
+            out.push(Offer {
+                release: release.to_string(),
+                flavour: f,
+                numbers,
+            });
         }
     }
+    // An unsigned image and its signed one are one kernel.
     out.sort_by(|a, b| a.numbers.cmp(&b.numbers).then(a.release.cmp(&b.release)));
+    out.dedup_by(|a, b| a.release == b.release);
     out
 }
 
@@ -339,13 +337,9 @@ pub fn debian_version(arch: Arch, rt: bool, version: Version) -> Result<Result<K
 /// interrupted fetch never leaves one that looks finished).
 pub fn debian(arch: Arch, rt: bool) -> Result<Kernel> {
     let config = apt(arch)?;
-    let package = image_package(&config, flavour(arch, rt))?;
-    let release = package
-        .strip_prefix("linux-image-")
-        .and_then(|r| r.strip_suffix("-unsigned").or(Some(r)))
-        .unwrap_or(&package)
-        .to_string();
-    fetched(&config, &[package], &release)
+    let release = release_of_meta(&config, flavour(arch, rt))?;
+    let packages = packages_of(&config, &release)?;
+    fetched(&config, &packages, &release)
 }
 
 /// `release`'s kernel from `packages`, in the cache, fetched and unpacked
@@ -472,11 +466,6 @@ pub fn run(args: &KernelArgs) -> Result<std::process::ExitCode> {
             None => return bad(format!("--arch {a}: expected {}", Arch::names())),
         },
     };
-    let version = match args.version.as_deref().map(str::parse::<Version>) {
-        None => None,
-        Some(Ok(v)) => Some(v),
-        Some(Err(e)) => return bad(format!("--version {e}")),
-    };
     if let Err(e) = crate::deps::ensure(&crate::deps::LAB_KERNEL) {
         return Ok(e.report());
     }
@@ -487,7 +476,7 @@ pub fn run(args: &KernelArgs) -> Result<std::process::ExitCode> {
         Some(a) => a,
         None => Arch::host().context("this machine's architecture is not a lab one")?,
     };
-    let k = match version {
+    let k = match args.version {
         None => debian(arch, args.rt)?,
         Some(v) => match debian_version(arch, args.rt, v)? {
             Ok(k) => k,
@@ -526,24 +515,19 @@ fn list(arches: Vec<Arch>) -> Result<std::process::ExitCode> {
 /// One line per version and flavour of `offers` (sorted as [`offers`]
 /// sorts): the newest release, versions in order.
 fn newest_lines(arch: Arch, offers: &[Offer]) -> Vec<String> {
-    let mut newest: Vec<&Offer> = Vec::new();
-    for (i, o) in offers.iter().enumerate() {
-        let newer_same = offers[i + 1..]
-            .iter()
-            .any(|n| n.flavour == o.flavour && n.version() == o.version());
-        if !newer_same {
-            newest.push(o);
-        }
-    }
-    newest.sort_by_key(|o| (o.version(), o.flavour));
+    // `offers` is sorted oldest first: the last of each key stays.
+    let newest: std::collections::BTreeMap<(Version, &str), &Offer> = offers
+        .iter()
+        .map(|o| ((o.version(), o.flavour), o))
+        .collect();
     newest
         .into_iter()
-        .map(|o| {
+        .map(|((version, flavour), o)| {
             format!(
                 "{:<8} {:<8} {:<10} {}",
                 arch.name(),
-                o.version().to_string(),
-                o.flavour,
+                version.to_string(),
+                flavour,
                 o.release
             )
         })

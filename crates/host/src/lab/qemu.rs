@@ -70,7 +70,7 @@ impl Boot {
     /// QEMU's monitor (QMP) socket: beside the console, in the guest's
     /// private directory.
     pub fn monitor(&self) -> PathBuf {
-        self.console.with_extension("qmp")
+        monitor_beside(&self.console)
     }
 
     /// The QEMU command line.
@@ -186,8 +186,6 @@ pub struct Guest {
     group_nice: Option<i32>,
     accel: Accel,
     console: PathBuf,
-    /// QEMU's monitor socket.
-    monitor: PathBuf,
     /// The host port QEMU forwards to the guest's sshd.
     ssh_port: Option<u16>,
     /// Seconds from QEMU's start to the guest's ready line.
@@ -276,7 +274,6 @@ pub fn start(boot: &Boot, ready: &str, limit: Duration) -> Result<Guest, BootErr
         group_nice,
         accel: boot.accel,
         console: boot.console.clone(),
-        monitor: boot.monitor(),
         ssh_port: None,
         ready_after: 0.0,
     };
@@ -325,6 +322,11 @@ pub fn start(boot: &Boot, ready: &str, limit: Duration) -> Result<Guest, BootErr
         }
         std::thread::sleep(Duration::from_millis(50));
     }
+}
+
+/// QEMU's monitor (QMP) socket of a guest whose console is `console`.
+fn monitor_beside(console: &Path) -> PathBuf {
+    console.with_extension("qmp")
 }
 
 /// The host port QEMU bound for the guest's sshd, asked of its monitor.
@@ -473,7 +475,7 @@ impl Guest {
     /// A connection to QEMU's monitor (it serves one at a time).
     fn connect(&mut self) -> Result<Qmp> {
         let child = &mut self.child;
-        Qmp::connect(&self.monitor, || {
+        Qmp::connect(&monitor_beside(&self.console), || {
             matches!(child.try_wait(), Ok(Some(_))).then(|| "QEMU has ended".to_string())
         })
     }
@@ -750,7 +752,6 @@ mod tests {
             group_nice: None,
             accel: Accel::Tcg,
             console: boot.console.clone(),
-            monitor: boot.monitor(),
             ssh_port: None,
             ready_after: 0.0,
         };

@@ -56,7 +56,7 @@ pub struct SourceArgs {
     /// (the release's backports, the later stable releases and theirs)
     /// instead of the release's own.
     #[arg(long, value_name = "X.Y")]
-    pub version: Option<String>,
+    pub version: Option<Version>,
 }
 
 /// A kernel tree of the lab, configured.
@@ -72,21 +72,13 @@ pub struct Tree {
 
 /// `cargo xtask lab source`.
 pub fn run(args: &SourceArgs) -> Result<ExitCode> {
-    let version = match args.version.as_deref().map(str::parse::<Version>) {
-        None => None,
-        Some(Ok(v)) => Some(v),
-        Some(Err(e)) => {
-            crate::say!(": --version {e}");
-            return Ok(ExitCode::from(2));
-        }
-    };
     if let Err(e) = crate::deps::ensure(&crate::deps::LAB_SOURCE) {
         return Ok(e.report());
     }
     // One `lab source` at a time: a second one waits here until the first
     // has made (and, with --build, built) the tree.
     let _held = crate::board::sysroot::lock_dir(&cache_dir().join("source"))?;
-    let t = match version {
+    let t = match args.version {
         None => debian()?,
         Some(v) => match debian_version(v)? {
             Ok(t) => t,
