@@ -78,19 +78,6 @@ fn lint_steps() -> Result<()> {
         clippy.args(["--", "-D", "warnings"]);
         steps.push((format!("clippy, {label}"), clippy));
     }
-    // Not in --all-targets (`test = false`, see KERNEL_BISECT); it uses
-    // no player feature.
-    let mut kernel = cargo();
-    kernel.args([
-        "clippy",
-        "--workspace",
-        "--test",
-        KERNEL_BISECT,
-        "--",
-        "-D",
-        "warnings",
-    ]);
-    steps.push((format!("clippy, {KERNEL_BISECT}"), kernel));
     // The fuzz targets are not in the workspace (libFuzzer wants nightly's
     // flags to run), so nothing else here would notice that they stopped
     // compiling; they compile on stable.
@@ -141,10 +128,12 @@ pub fn run(args: &TestArgs) -> Result<ExitCode> {
     {
         return Ok(e.report());
     }
-    // Started before the lint so that it uses every idle moment of the
+    // Started before the lint so that they use every idle moment of the
     // lint, the build and the suite; dropped (stopped) on every way out.
     // Only for the whole suite: a filtered run may not bisect at all.
-    let tree_ahead = args.rest.is_empty().then(KernelTreeAhead::start);
+    let whole = args.rest.is_empty();
+    let tree_ahead = whole.then(kernel_tree_ahead).transpose()?;
+    let board_ahead = whole.then(board_builds_ahead).transpose()?;
     lint_steps()?;
     let jack = xrunbench_test_support::servers::JackLeftovers::note();
     let skips = SkipLog::start()?;
@@ -174,16 +163,15 @@ pub fn run(args: &TestArgs) -> Result<ExitCode> {
     let mut kernel = cargo_test();
     skips.configure(&mut kernel);
     session.configure(&mut kernel);
-    kernel.args(["--test", KERNEL_BISECT]);
-    if !args.rest.is_empty() {
-        kernel.arg("--").args(&args.rest);
-    }
+    kernel.args(["--test", KERNEL_BISECT, "--", "--ignored"]);
+    kernel.args(&args.rest);
     if let Err(e) = run_checked(&mut kernel) {
         eprintln!("xtask test: {e:#}");
         failed.push(format!("the {KERNEL_BISECT} test"));
     }
     drop(tree_ahead);
-    failed.extend(board_stage(&board_arches())?);
+    failed.extend(board_ahead.and_then(Ahead::wait));
+    failed.extend(board_stage_after());
     failed.extend(skips.finish());
     failed.extend(session.finish());
     if jack.clean() {
@@ -199,52 +187,58 @@ pub fn run(args: &TestArgs) -> Result<ExitCode> {
 }
 
 /// The real-kernel bisection (`xtask/tests/kernel_bisect.rs`), the
-/// suite's longest test. Its target is `test = false` (xtask/Cargo.toml),
-/// so `--all-targets` leaves it out and the suite runs it on its own, last.
+/// suite's longest test. It is `#[ignore]`d, so `--all-targets` builds and
+/// lints it but leaves it out, and the suite runs it on its own, last,
+/// with `--ignored`.
 const KERNEL_BISECT: &str = "kernel_bisect";
 
-/// `lab source --debian --build` in the background: the kernel tree the
-/// real-kernel bisection builds on, fetched, made and built (some four
-/// minutes of both CPUs) while the lint, the build and the rest of the
-/// suite run, at `SCHED_IDLE` — it gets a CPU only when nothing else
-/// wants it, so the tests beside it run as on an idle machine, less the
-/// caches. The bisection's own `lab source` waits for it (the tree's
-/// lock), then finds the tree built; if it failed, the bisection makes
-/// the tree itself and reports what went wrong. Its output goes to a log
-/// in the lab's cache; dropped, it is stopped (its process group) and
-/// reaped.
-struct KernelTreeAhead {
+/// A command run in the background while the suite runs, at
+/// `SCHED_IDLE`: it gets a CPU only when nothing else wants one, so the
+/// tests beside it run as on an idle machine, less the caches. Used for
+/// what the suite's last stages need built (hours of idle moments go
+/// into the lint, the build and the tests that wait on time). Its output
+/// goes to a log; it runs in a process group of its own, stopped with
+/// this process on a signal and when dropped.
+struct Ahead {
+    what: &'static str,
+    log: std::path::PathBuf,
     child: Option<std::process::Child>,
+    slot: Option<usize>,
 }
 
-impl KernelTreeAhead {
-    /// Starts it; a start that fails is only said (the bisection then
-    /// makes the tree itself).
-    fn start() -> KernelTreeAhead {
-        let started = Self::spawn();
-        if let Err(e) = &started {
-            eprintln!("xtask test: the kernel tree is not made ahead: {e:#}");
+impl Ahead {
+    /// Starts `cmd` (`what` names it in messages); a start that fails is
+    /// only said (what needed it then does the work itself).
+    fn start(what: &'static str, cmd: std::process::Command, log: std::path::PathBuf) -> Ahead {
+        let mut ahead = Ahead {
+            what,
+            log,
+            child: None,
+            slot: None,
+        };
+        match ahead.spawn(cmd) {
+            Ok(()) => eprintln!(
+                "xtask test: {what} in the background (SCHED_IDLE; log: {})",
+                ahead.log.display()
+            ),
+            Err(e) => eprintln!("xtask test: {what} not done ahead: {e:#}"),
         }
-        KernelTreeAhead {
-            child: started.ok(),
-        }
+        ahead
     }
 
-    fn spawn() -> Result<std::process::Child> {
+    fn spawn(&mut self, mut cmd: std::process::Command) -> Result<()> {
         use std::os::unix::process::CommandExt;
-        let dir = xrunbench_host::lab::kernel::cache_dir();
-        std::fs::create_dir_all(&dir)?;
-        let log_path = dir.join("source-ahead.log");
-        let log = std::fs::File::create(&log_path)
-            .with_context(|| format!("creating {}", log_path.display()))?;
-        let mut cmd = std::process::Command::new(std::env::current_exe()?);
-        cmd.args(["lab", "source", "--debian", "--build"])
-            .stdin(std::process::Stdio::null())
+        if let Some(dir) = self.log.parent() {
+            std::fs::create_dir_all(dir)?;
+        }
+        let log = std::fs::File::create(&self.log)
+            .with_context(|| format!("creating {}", self.log.display()))?;
+        cmd.stdin(std::process::Stdio::null())
             .stdout(log.try_clone()?)
             .stderr(log)
             .process_group(0);
         // SAFETY: between fork and exec, only sched_setscheduler(2) on this
-        // process, async-signal-safe; make and the compilers inherit it.
+        // process, async-signal-safe; what it runs inherits it.
         unsafe {
             cmd.pre_exec(|| {
                 let param = libc::sched_param { sched_priority: 0 };
@@ -254,75 +248,172 @@ impl KernelTreeAhead {
                 Ok(())
             });
         }
-        let child = cmd
-            .spawn()
-            .context("starting `lab source --debian --build`")?;
-        stop_group_on_signals(child.id());
-        eprintln!(
-            "xtask test: making and building the lab's kernel tree in the background \
-             (SCHED_IDLE; log: {})",
-            log_path.display()
-        );
-        Ok(child)
+        let child = cmd.spawn().with_context(|| format!("starting {cmd:?}"))?;
+        self.slot = stop_group_on_signals(child.id());
+        self.child = Some(child);
+        Ok(())
+    }
+
+    /// Waits for it to end (alone on the machine by now, it has the CPUs);
+    /// the failure to report if it failed.
+    fn wait(mut self) -> Option<String> {
+        let mut child = self.child.take()?;
+        self.forget_group();
+        match child.wait() {
+            Ok(status) if status.success() => None,
+            Ok(status) => {
+                eprintln!(
+                    "xtask test: {} failed ({status}); the end of {}:",
+                    self.what,
+                    self.log.display()
+                );
+                let text = std::fs::read_to_string(&self.log).unwrap_or_default();
+                let lines: Vec<&str> = text.lines().collect();
+                for line in &lines[lines.len().saturating_sub(30)..] {
+                    eprintln!("  {line}");
+                }
+                Some(self.what.to_string())
+            }
+            Err(e) => Some(format!("{} (waiting for it: {e})", self.what)),
+        }
+    }
+
+    /// The signal handler must not signal a group id that may be reused.
+    fn forget_group(&mut self) {
+        if let Some(slot) = self.slot.take() {
+            AHEAD_GROUPS[slot].store(0, std::sync::atomic::Ordering::SeqCst);
+        }
     }
 }
 
-/// The background group's id, for [`stop_group_on_signals`]' handler.
-static AHEAD_GROUP: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(0);
+impl Drop for Ahead {
+    fn drop(&mut self) {
+        self.forget_group();
+        let Some(mut child) = self.child.take() else {
+            return;
+        };
+        use xrunbench_host::target::hooks::{kill_group, wait_group_gone};
+        match child.try_wait() {
+            Ok(None) => {
+                // Not needed any more (a run that stopped early): a
+                // half-built tree is resumed by the next make, a half-made
+                // one swept by the next `lab source`.
+                kill_group(child.id(), libc::SIGTERM);
+                let _ = child.wait();
+                wait_group_gone(child.id());
+            }
+            Ok(Some(status)) if !status.success() => eprintln!(
+                "xtask test: {} failed ({status}): see {}",
+                self.what,
+                self.log.display()
+            ),
+            _ => {}
+        }
+    }
+}
+
+/// `lab source --debian --build` ahead: the kernel tree the real-kernel
+/// bisection builds on, fetched, made and built (some four minutes of
+/// both CPUs). The bisection's own `lab source` waits for it (the tree's
+/// lock), then finds the tree built; if it failed, the bisection makes the
+/// tree itself and reports what went wrong.
+fn kernel_tree_ahead() -> Result<Ahead> {
+    let mut cmd = std::process::Command::new(this_program());
+    cmd.args(["lab", "source", "--debian", "--build"]);
+    let log = xrunbench_host::lab::kernel::cache_dir().join("source-ahead.log");
+    Ok(Ahead::start(
+        "making and building the lab's kernel tree",
+        cmd,
+        log,
+    ))
+}
+
+/// This program, to run again as a child: `/proc/self/exe`, which stays
+/// this binary when `cargo test` (built at another opt-level) has
+/// replaced the file `target/debug/xtask` meanwhile.
+fn this_program() -> &'static str {
+    "/proc/self/exe"
+}
+
+/// The board stage's own target directory. Cargo holds a target
+/// directory's lock for as long as `cargo test` runs, so builds for the
+/// board stage in the suite's directory would wait for the whole suite.
+fn board_stage_target_dir() -> std::path::PathBuf {
+    xrunbench_host::util::target_dir().join("board-stage")
+}
+
+/// `cargo xtask board test` in the board stage's own target directory:
+/// `--build-only` for the builds ahead, nothing for the stage itself.
+fn board_test_command(extra: &[&str]) -> Result<std::process::Command> {
+    let mut cmd = std::process::Command::new(this_program());
+    cmd.args(["board", "test"])
+        .args(extra)
+        .env("CARGO_TARGET_DIR", board_stage_target_dir());
+    Ok(cmd)
+}
+
+/// The board stage's builds ahead (cross builds, their unit tests, the
+/// older-glibc build, Debian's ARM kernels): some seven minutes of CPU
+/// that would otherwise come after the suite. The stage itself then finds
+/// them built.
+fn board_builds_ahead() -> Result<Ahead> {
+    let cmd = board_test_command(&["--build-only"])?;
+    let log = board_stage_target_dir().join("builds-ahead.log");
+    Ok(Ahead::start("the board stage's builds", cmd, log))
+}
+
+/// The board stage, after the suite, in its own process and target
+/// directory; the failure to report if it failed.
+fn board_stage_after() -> Option<String> {
+    let result = board_test_command(&[]).and_then(|mut cmd| run_checked(&mut cmd));
+    result.err().map(|e| {
+        eprintln!("xtask test: {e:#}");
+        "the board stage".to_string()
+    })
+}
+
+/// The background groups' ids, for [`stop_group_on_signals`]' handler.
+static AHEAD_GROUPS: [std::sync::atomic::AtomicI32; 2] = [
+    std::sync::atomic::AtomicI32::new(0),
+    std::sync::atomic::AtomicI32::new(0),
+];
 
 /// On SIGINT, SIGTERM or SIGHUP (Ctrl-C reaches the terminal's foreground
-/// group, which the background build, in a group of its own, is not in),
-/// stops group `pgid` too, then dies of the signal as before.
-fn stop_group_on_signals(pgid: u32) {
+/// group, which a background job, in a group of its own, is not in),
+/// stops group `pgid` too, then dies of the signal as before. Returns the
+/// slot it holds, `None` when every slot is taken (not expected).
+fn stop_group_on_signals(pgid: u32) -> Option<usize> {
     extern "C" fn handler(sig: libc::c_int) {
-        let pgid = AHEAD_GROUP.load(std::sync::atomic::Ordering::SeqCst);
-        // SAFETY: kill(2), signal(2) and raise(3) are async-signal-safe.
+        // SAFETY: atomics, kill(2), signal(2) and raise(3) are
+        // async-signal-safe.
         unsafe {
-            if pgid > 0 {
-                libc::kill(-pgid, libc::SIGTERM);
+            for group in &AHEAD_GROUPS {
+                let pgid = group.load(std::sync::atomic::Ordering::SeqCst);
+                if pgid > 0 {
+                    libc::kill(-pgid, libc::SIGTERM);
+                }
             }
             libc::signal(sig, libc::SIG_DFL);
             libc::raise(sig);
         }
     }
-    let Ok(pgid) = libc::pid_t::try_from(pgid) else {
-        return;
-    };
-    AHEAD_GROUP.store(pgid, std::sync::atomic::Ordering::SeqCst);
+    let pgid = libc::pid_t::try_from(pgid).ok()?;
+    let slot = AHEAD_GROUPS.iter().position(|g| {
+        g.compare_exchange(
+            0,
+            pgid,
+            std::sync::atomic::Ordering::SeqCst,
+            std::sync::atomic::Ordering::SeqCst,
+        )
+        .is_ok()
+    })?;
     for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
         // SAFETY: installs a handler that only makes async-signal-safe calls.
         unsafe {
             libc::signal(sig, handler as *const () as libc::sighandler_t);
         }
     }
-}
-
-impl Drop for KernelTreeAhead {
-    fn drop(&mut self) {
-        let Some(mut child) = self.child.take() else {
-            return;
-        };
-        use xrunbench_host::target::hooks::{kill_group, wait_group_gone};
-        // The signal handler must not signal a group id that may be reused.
-        AHEAD_GROUP.store(0, std::sync::atomic::Ordering::SeqCst);
-        match child.try_wait() {
-            Ok(None) => {
-                // Not needed any more (a run without the bisection, or one
-                // that stopped early): a half-built tree is resumed by the
-                // next make, a half-made one swept by the next `lab source`.
-                kill_group(child.id(), libc::SIGTERM);
-                let _ = child.wait();
-                wait_group_gone(child.id());
-            }
-            Ok(Some(status)) if !status.success() => eprintln!(
-                "xtask test: making the kernel tree ahead failed ({status}): see {}",
-                xrunbench_host::lab::kernel::cache_dir()
-                    .join("source-ahead.log")
-                    .display()
-            ),
-            _ => {}
-        }
-    }
+    Some(slot)
 }
 
 /// The skips of one suite run: every test that could not run appends a
@@ -398,6 +489,11 @@ pub struct BoardTestArgs {
     /// Architectures (default: those cross-built here).
     #[arg(long, value_enum, value_delimiter = ',')]
     arch: Vec<board::arch::ArchChoice>,
+    /// Build (and fetch) everything the stage runs, with the checks on
+    /// the builds, and run nothing: what `cargo xtask test` does ahead,
+    /// beside the suite.
+    #[arg(long)]
+    build_only: bool,
 }
 
 /// `cargo xtask board test`: the board stage alone.
@@ -417,11 +513,25 @@ pub fn board_test(args: &BoardTestArgs) -> Result<ExitCode> {
     {
         return Ok(e.report());
     }
-    let failed = board_stage(&arches)?;
+    let stage = if args.build_only {
+        Stage::BuildOnly
+    } else {
+        Stage::Whole
+    };
+    let failed = board_stage(&arches, stage)?;
     if !failed.is_empty() {
         bail!("failed: {}", failed.join("; "));
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// How much of the board stage to do.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Stage {
+    /// The builds and the checks on them; nothing run.
+    BuildOnly,
+    /// Everything.
+    Whole,
 }
 
 /// The board stage: the board binaries cross-built for both board
@@ -429,7 +539,7 @@ pub fn board_test(args: &BoardTestArgs) -> Result<ExitCode> {
 /// their sizes reported against their budgets, run under qemu-user; the board crates' unit
 /// tests under qemu; and the older-glibc build (zig), which must need no
 /// glibc newer than it was asked for. Returns the names of failed checks.
-pub fn board_stage(arches: &[Arch]) -> Result<Vec<String>> {
+fn board_stage(arches: &[Arch], stage: Stage) -> Result<Vec<String>> {
     let scratch = board::build::board_dir().join(format!("test.{}", std::process::id()));
     let mut failed = Vec::new();
     // One architecture at a time, so that one that does not compile (a
@@ -449,6 +559,17 @@ pub fn board_stage(arches: &[Arch]) -> Result<Vec<String>> {
                 continue;
             }
         };
+        if stage == Stage::BuildOnly {
+            failed.extend(outcome(
+                &format!("{arch} board crates' unit tests built"),
+                qemu::build_unit_tests(&built, &scratch),
+            ));
+            failed.extend(outcome(
+                &format!("{arch} Debian's kernel fetched"),
+                xrunbench_host::lab::kernel::debian(arch, false).map(drop),
+            ));
+            continue;
+        }
         eprint!("{}", board::build::report(&built));
         for b in &built {
             // Budgets are targets the table reports (with `!`), not
@@ -475,7 +596,7 @@ pub fn board_stage(arches: &[Arch]) -> Result<Vec<String>> {
             ));
         }
     }
-    failed.extend(older_glibc_check(arches, &scratch));
+    failed.extend(older_glibc_check(arches, &scratch, stage));
     let _ = std::fs::remove_dir_all(&scratch);
     Ok(failed)
 }
@@ -545,51 +666,65 @@ fn kernel_trial(built: &board::build::Built) -> Result<()> {
     Ok(())
 }
 
-/// What is in ~/.cache, two levels deep: where pip, zig and
-/// cargo-zigbuild write unless told otherwise.
-fn home_cache_entries() -> std::collections::BTreeSet<std::path::PathBuf> {
-    let Some(cache) = std::env::var_os("HOME").map(|h| std::path::PathBuf::from(h).join(".cache"))
-    else {
-        return Default::default();
-    };
-    let children = |dir: &std::path::Path| -> Vec<std::path::PathBuf> {
-        std::fs::read_dir(dir)
-            .into_iter()
-            .flatten()
-            .flatten()
-            .map(|e| e.path())
-            .collect()
-    };
-    children(&cache)
-        .into_iter()
-        .flat_map(|top| {
-            let mut all = children(&top);
-            all.push(top);
-            all
-        })
-        .collect()
+/// The directory `var` names, or `$HOME/default` (what cargo and rustup
+/// do when it is unset).
+fn home_of(var: &str, default: &str) -> Result<std::path::PathBuf> {
+    if let Some(dir) = std::env::var_os(var) {
+        return Ok(dir.into());
+    }
+    let home = std::env::var_os("HOME").with_context(|| format!("neither {var} nor HOME set"))?;
+    Ok(std::path::PathBuf::from(home).join(default))
 }
 
-/// `board build --glibc 2.28` for aarch64: its binaries need no newer
-/// glibc, still run, and the build (pip, zig) left nothing in ~/.cache.
-fn older_glibc_check(arches: &[Arch], scratch: &std::path::Path) -> Vec<String> {
+/// `board build --glibc` for `arch` with `HOME` an empty directory of its
+/// own (cargo's and rustup's homes kept where they are): fails if anything
+/// it ran (pip, zig, cargo-zigbuild) wrote there, which on a user's
+/// machine would have gone into their home.
+fn build_with_a_home_of_its_own(
+    arch: Arch,
+    glibc: GlibcVersion,
+    scratch: &std::path::Path,
+) -> Result<()> {
+    let home = scratch.join("home");
+    std::fs::create_dir_all(&home)?;
+    let mut cmd = std::process::Command::new(this_program());
+    cmd.args(["board", "build", "--arch", arch.name()])
+        .arg(format!("--glibc={glibc}"))
+        .env("CARGO_HOME", home_of("CARGO_HOME", ".cargo")?)
+        .env("RUSTUP_HOME", home_of("RUSTUP_HOME", ".rustup")?)
+        .env("HOME", &home);
+    run_checked(&mut cmd)?;
+    let written: Vec<_> = std::fs::read_dir(&home)?
+        .flatten()
+        .map(|e| e.file_name())
+        .collect();
+    anyhow::ensure!(
+        written.is_empty(),
+        "the build wrote outside the target directory, into its HOME: {written:?}"
+    );
+    Ok(())
+}
+
+/// `board build --glibc 2.28` for aarch64: the build writes nothing into
+/// the user's home, and (unless only building) its binaries need no newer
+/// glibc and still run.
+fn older_glibc_check(arches: &[Arch], scratch: &std::path::Path, stage: Stage) -> Vec<String> {
     let Some(arch) = arches.first().copied() else {
         return vec![];
     };
     let glibc: GlibcVersion = "2.28".parse().expect("a version");
-    let request = Request {
-        arches: vec![arch],
-        out: None,
-        glibc: Some(glibc),
-    };
     let name = format!("{arch} built against glibc {glibc}");
-    let before = home_cache_entries();
-    let result = board::build::build(&request).and_then(|built| {
-        let left: Vec<_> = home_cache_entries().difference(&before).cloned().collect();
-        anyhow::ensure!(
-            left.is_empty(),
-            "the build wrote outside the target directory: {left:?}"
-        );
+    let result = build_with_a_home_of_its_own(arch, glibc, scratch).and_then(|()| {
+        if stage == Stage::BuildOnly {
+            return Ok(());
+        }
+        let request = Request {
+            arches: vec![arch],
+            out: None,
+            glibc: Some(glibc),
+        };
+        // Built above: this only collects what was built.
+        let built = board::build::build(&request)?;
         for bin in built.iter().flat_map(|b| &b.binaries) {
             let needs = bin.glibc.context("no glibc version needed at all")?;
             anyhow::ensure!(needs <= glibc, "{} needs glibc {needs}", bin.spec.name);

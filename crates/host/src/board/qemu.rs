@@ -337,6 +337,18 @@ impl Drop for TmpfsFile {
 /// Runs the board crates' unit tests for every `built` architecture, in
 /// one `cargo test` with each target's runner set to its emulator.
 pub fn unit_tests(built: &[Built], scratch: &Path) -> Result<()> {
+    run_checked(&mut unit_test_command(built, scratch)?)
+}
+
+/// Builds what [`unit_tests`] runs, and runs nothing: the compile, which
+/// is most of its time, can be done ahead (`cargo xtask test` does it
+/// beside the suite).
+pub fn build_unit_tests(built: &[Built], scratch: &Path) -> Result<()> {
+    run_checked(unit_test_command(built, scratch)?.arg("--no-run"))
+}
+
+/// The `cargo test` of [`unit_tests`].
+fn unit_test_command(built: &[Built], scratch: &Path) -> Result<Command> {
     fs::create_dir_all(scratch)?;
     let alsa_conf = scratch.join("alsa.conf");
     fs::write(&alsa_conf, ALSA_CONF)?;
@@ -358,7 +370,7 @@ pub fn unit_tests(built: &[Built], scratch: &Path) -> Result<()> {
     for c in BOARD_CRATES {
         cmd.args(["--package", c]);
     }
-    run_checked(&mut cmd)
+    Ok(cmd)
 }
 
 #[cfg(test)]
