@@ -22,18 +22,23 @@ fn one_guest() -> MutexGuard<'static, ()> {
     LOCK.lock().unwrap_or_else(|p| p.into_inner())
 }
 
+/// The kernel `lab kernel ARGS` fetches into the cache (its `--target
+/// vm:` line).
+fn lab_kernel(args: &[&str]) -> PathBuf {
+    let mut all = vec!["lab", "kernel", "--debian"];
+    all.extend(args);
+    let text = xtask_stdout(&all);
+    let path = text
+        .lines()
+        .find_map(|l| l.strip_prefix("# or on the command line: --target vm:"))
+        .unwrap_or_else(|| panic!("no --target line in: {text}"));
+    PathBuf::from(path.trim())
+}
+
 /// Debian's x86_64 kernel, fetched into the cache by `lab kernel` (once).
 fn kernel() -> PathBuf {
     static K: OnceLock<PathBuf> = OnceLock::new();
-    K.get_or_init(|| {
-        let text = xtask_stdout(&["lab", "kernel", "--debian"]);
-        let path = text
-            .lines()
-            .find_map(|l| l.strip_prefix("# or on the command line: --target vm:"))
-            .unwrap_or_else(|| panic!("no --target line in: {text}"));
-        PathBuf::from(path.trim())
-    })
-    .clone()
+    K.get_or_init(|| lab_kernel(&[])).clone()
 }
 
 /// QEMU processes whose command line holds `tag` (each test marks its
@@ -146,12 +151,7 @@ fn a_scenario_runs_on_a_real_kernel_with_its_sound_driver_knobs_and_load() {
         target.starts_with("vm ") && (target.contains("TCG") || target.contains("KVM")),
         "{target}"
     );
-    let release = kernel()
-        .file_name()
-        .unwrap()
-        .to_string_lossy()
-        .trim_start_matches("vmlinuz-")
-        .to_string();
+    let release = release_of(&kernel());
     assert_eq!(run["fingerprint"]["kernel_release"], release.as_str());
     assert!(table.contains(&format!("Kernel: {release}")), "{table}");
     let recs = records(&results);
@@ -394,6 +394,38 @@ fn lab_dirs() -> Vec<PathBuf> {
         .collect()
 }
 
+/// `run` of `s`, sent SIGINT once `there` holds of its stderr so far;
+/// how it ended and its stderr. Fails the test if it never gets there or
+/// does not end.
+fn interrupted(
+    s: &Path,
+    results: &Path,
+    there: &dyn Fn(&str) -> bool,
+) -> (std::process::ExitStatus, String) {
+    let err_file = results.with_extension("stderr");
+    let mut child = run_command(s, results)
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&err_file).unwrap())
+        .spawn()
+        .unwrap();
+    let stderr = || std::fs::read_to_string(&err_file).unwrap_or_default();
+    let reached = wait_for(900, || there(&stderr()));
+    if !reached {
+        let _ = child.kill();
+        let _ = child.wait();
+        panic!("never got there: {}", stderr());
+    }
+    // SAFETY: kill(2) of our own child.
+    unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGINT) };
+    let ended = wait_for(300, || child.try_wait().unwrap().is_some());
+    if !ended {
+        let _ = child.kill();
+    }
+    let status = child.wait().unwrap();
+    assert!(ended, "SIGINT did not end the run: {}", stderr());
+    (status, stderr())
+}
+
 #[test]
 fn ctrl_c_during_the_boot_or_a_trial_leaves_no_guest() {
     let _g = one_guest();
@@ -409,29 +441,13 @@ fn ctrl_c_during_the_boot_or_a_trial_leaves_no_guest() {
             .tail(&vm_table(&kernel_field(), &tag))
             .write(dir.path());
         let results = dir.path().join("results");
-        let err_file = dir.path().join("stderr");
-        let mut child = run_command(&s, &results)
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(&err_file).unwrap())
-            .spawn()
-            .unwrap();
-        let stderr = || std::fs::read_to_string(&err_file).unwrap_or_default();
-        let reached = match when {
-            "boot" => wait_for(600, || !guests(&tag).is_empty()),
-            _ => wait_for(900, || stderr().contains("trial 1/2 a-1 starting")),
-        };
-        assert!(reached, "{when}: never got there: {}", stderr());
-        // SAFETY: kill(2) of our own child.
-        unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGINT) };
-        let ended = wait_for(300, || child.try_wait().unwrap().is_some());
-        if !ended {
-            let _ = child.kill();
-        }
-        let status = child.wait().unwrap();
-        assert!(ended, "{when}: SIGINT did not end the run: {}", stderr());
-        assert_ne!(status.code(), Some(0), "{when}: {}", stderr());
+        let (status, stderr) = interrupted(&s, &results, &|err| match when {
+            "boot" => !guests(&tag).is_empty(),
+            _ => err.contains("trial 1/2 a-1 starting"),
+        });
+        assert_ne!(status.code(), Some(0), "{when}: {stderr}");
         if when == "trial" {
-            assert_eq!(status.code(), Some(130), "{}", stderr());
+            assert_eq!(status.code(), Some(130), "{stderr}");
             let run = json(&find_named(&results, "run.json")[0]);
             assert_eq!(run["outcome"]["status"], "interrupted", "{run}");
         }
@@ -478,4 +494,108 @@ fn kvm_asked_for_where_it_does_not_run_is_one_line() {
         );
         assert_eq!(out.status.code(), Some(1), "{err}");
     }
+}
+
+/// Debian's newest x86_64 6.12 kernel (`lab kernel --version 6.12`).
+fn kernel_612() -> PathBuf {
+    static K: OnceLock<PathBuf> = OnceLock::new();
+    K.get_or_init(|| lab_kernel(&["--version", "6.12"])).clone()
+}
+
+/// The release of a kernel `lab kernel` unpacked (`…/vmlinuz-RELEASE`).
+fn release_of(kernel: &Path) -> String {
+    kernel
+        .file_name()
+        .unwrap()
+        .to_string_lossy()
+        .trim_start_matches("vmlinuz-")
+        .to_string()
+}
+
+/// A scenario whose two configurations boot two kernels: `k61` the
+/// target's, `k612` its own.
+fn two_kernel_scenario(dir: &Path, name: &str, tag: &str, duration: &str) -> PathBuf {
+    guest_scenario(name, 2)
+        .trials(2)
+        .duration(duration)
+        .warmup("0s")
+        .audio("device", "hw:0")
+        .config("k61")
+        .config_with(
+            "k612",
+            &format!(
+                "vm = {{ kernel = {} }}",
+                toml_string(&kernel_612().display().to_string())
+            ),
+        )
+        .tail(&vm_table(
+            &format!("{}, sound = \"dummy\"", kernel_field()),
+            tag,
+        ))
+        .write(dir)
+}
+
+#[test]
+fn two_kernels_run_in_one_run_one_guest_each_the_idle_one_frozen() {
+    let _g = one_guest();
+    let (r61, r612) = (release_of(&kernel()), release_of(&kernel_612()));
+    assert_ne!(r61, r612);
+    let before = lab_dirs();
+
+    // A whole run: one table, each column on its own kernel.
+    let tag = "xrb_test=two-kernels";
+    let dir = tempfile::tempdir().unwrap();
+    let s = two_kernel_scenario(dir.path(), "two", tag, "2s");
+    let results = dir.path().join("results");
+    let out = run(&s, &results);
+    let err = String::from_utf8_lossy(&out.stderr);
+    let table = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{err}");
+    assert!(guests(tag).is_empty(), "QEMU left: {:?}", guests(tag));
+    assert_eq!(find_named(&results, "run.json").len(), 1);
+    assert!(
+        table.contains(&format!("Kernel: k61 {r61}, k612 {r612}.")),
+        "{table}"
+    );
+    let recs = records(&results);
+    assert_eq!(recs.len(), 4, "{recs:?}");
+    for (name, r) in &recs {
+        assert_eq!(r["outcome"]["status"], "ran", "{name}: {r}");
+        let want = if name.starts_with("k612") {
+            &r612
+        } else {
+            &r61
+        };
+        assert_eq!(r["machine"]["kernel_release"], want.as_str(), "{name}");
+    }
+    // The guest not measured was frozen: its QEMU took (next to) no CPU
+    // while the other's trials ran. CPU time, not wall-clock time: a busy
+    // host does not make a stopped QEMU run.
+    let cost = err
+        .lines()
+        .find_map(|l| l.split("frozen guests took ").nth(1))
+        .unwrap_or_else(|| panic!("no frozen guests' cost: {err}"));
+    let share: f64 = cost
+        .rsplit('(')
+        .next()
+        .and_then(|p| p.split(' ').next())
+        .and_then(|p| p.parse().ok())
+        .unwrap_or_else(|| panic!("unreadable cost: {cost}"));
+    assert!(share < 1.0, "a frozen guest took CPU: {cost}");
+
+    // SIGINT while a guest is frozen: every QEMU reaped, nothing left.
+    let tag = "xrb_test=two-kernels-ctrl-c";
+    let dir = tempfile::tempdir().unwrap();
+    let s = two_kernel_scenario(dir.path(), "two-c", tag, "20s");
+    let results = dir.path().join("results");
+    let (status, stderr) = interrupted(&s, &results, &|err| {
+        err.contains("trial 2/4 k612-1 starting") && guests(tag).len() == 2
+    });
+    assert_eq!(status.code(), Some(130), "{stderr}");
+    assert!(guests(tag).is_empty(), "QEMU left: {:?}", guests(tag));
+    let left: Vec<PathBuf> = lab_dirs()
+        .into_iter()
+        .filter(|d| !before.contains(d))
+        .collect();
+    assert!(left.is_empty(), "lab directories left: {left:?}");
 }

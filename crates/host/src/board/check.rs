@@ -78,7 +78,8 @@ pub fn run(args: &CheckArgs) -> Result<ExitCode> {
     let mut skipped = Vec::new();
     let mut report = None;
     if !s.configs.is_empty() {
-        match validate::narrow(s.clone(), &[], &probe.machine.kernel_release) {
+        let release = probe.machine.kernel_release.clone();
+        match validate::narrow(s.clone(), &[], &|_| release.clone()) {
             Ok((narrowed, sk)) => {
                 skipped = sk;
                 let host = validate::host_checks(&narrowed);

@@ -441,6 +441,11 @@ impl Guest {
         (self.accel == Accel::Tcg).then(|| self.child.id())
     }
 
+    /// QEMU's pid.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     /// The host port (on 127.0.0.1) forwarded to the guest's sshd, when
     /// it was booted with one.
     pub fn ssh_port(&self) -> Option<u16> {

@@ -154,6 +154,53 @@ impl VmSettings {
     pub fn arch(&self) -> Arch {
         Arch::from_name(&self.arch).unwrap_or(Arch::X86_64)
     }
+
+    /// The guest configuration `c` boots: its own kernel (and modules) if
+    /// it names one, its command-line parameters after `append`; the rest
+    /// as here.
+    pub fn for_config(&self, c: &crate::run::scenario::Config) -> VmSettings {
+        let mut vm = self.clone();
+        if let Some(own) = &c.vm {
+            vm.kernel = own.kernel.clone();
+            vm.modules = own.modules.clone();
+        }
+        if let Some(cmdline) = &c.cmdline {
+            vm.append = [vm.append.as_str(), cmdline]
+                .iter()
+                .filter(|w| !w.is_empty())
+                .copied()
+                .collect::<Vec<_>>()
+                .join(" ");
+        }
+        vm
+    }
+}
+
+/// The architecture a kernel image is for, from its boot header: x86's
+/// bzImage (`HdrS` at 0x202), arm64's Image (`ARM\x64` at 0x38), arm's
+/// zImage (0x016f2818 at 0x24); `None` when it is none of them.
+pub fn image_arch(kernel: &Path) -> Option<Arch> {
+    use std::io::Read;
+    let mut head = [0u8; 0x210];
+    let mut f = std::fs::File::open(kernel).ok()?;
+    f.read_exact(&mut head).ok()?;
+    if &head[0x202..0x206] == b"HdrS" {
+        Some(Arch::X86_64)
+    } else if &head[0x38..0x3c] == b"ARM\x64" {
+        Some(Arch::Aarch64)
+    } else if head[0x24..0x28] == 0x016f_2818u32.to_le_bytes() {
+        Some(Arch::Armv7)
+    } else {
+        None
+    }
+}
+
+/// Whether `kernel` can choose its preemption model at boot
+/// (CONFIG_PREEMPT_DYNAMIC), from the config kept beside it; `None` when
+/// no config is there to say.
+pub fn preempt_dynamic(kernel: &Path) -> Option<bool> {
+    let text = std::fs::read_to_string(config_beside(kernel)?).ok()?;
+    Some(text.lines().any(|l| l.trim() == "CONFIG_PREEMPT_DYNAMIC=y"))
 }
 
 /// `path`, relative to `base` unless absolute.
@@ -274,6 +321,21 @@ impl Lab {
     /// [`Guest::emulated_pid`].
     pub fn emulated_pid(&self) -> Option<u32> {
         self.guest.emulated_pid()
+    }
+
+    /// QEMU's pid.
+    pub fn pid(&self) -> u32 {
+        self.guest.pid()
+    }
+
+    /// The guest's CPUs stopped: see [`Guest::freeze`].
+    pub fn freeze(&mut self) -> Result<()> {
+        self.guest.freeze()
+    }
+
+    /// The guest's CPUs running again: see [`Guest::thaw`].
+    pub fn thaw(&mut self) -> Result<()> {
+        self.guest.thaw()
     }
 }
 

@@ -224,6 +224,13 @@ pub fn run(
         crate::say!(": a lab run (--lava, [target] lava) takes no --dry-run or --only");
         return Ok(ExitCode::from(2));
     }
+    let refused = crate::run::validate::boot_checks(scenario, true);
+    if !refused.is_empty() {
+        for line in refused {
+            crate::say!(": {line}");
+        }
+        return Ok(ExitCode::from(2));
+    }
     let lab = match Lab::open(lab, None) {
         Ok(l) => l,
         Err(e) => {

@@ -8,6 +8,7 @@
 //! target and kept on disk — a trial lost to the link is run again after
 //! the target recovered, up to its `retries`.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 use xrunbench_schema::doc::one_line;
@@ -18,10 +19,11 @@ use xrunbench_schema::trial::{AudioInput, MachineFingerprint, TrialOutcome, Tria
 use xrunbench_schema::Backend;
 
 use super::plan::PlannedTrial;
-use super::scenario::{AudioSource, Scenario, ScenarioFile};
+use super::scenario::{AudioSource, Scenario, ScenarioFile, SshTarget};
 use super::{signals, spec, validate};
+use crate::lab::vm::VmSettings;
 use crate::results::{LostTrial, RunManifest, RunWriter, RunnerInfo, RUN_SCHEMA};
-use crate::target::{binaries, Local, Ssh, Target, TrialRun};
+use crate::target::{binaries, Guests, Local, Ssh, Target, TrialRun};
 
 /// Why a session could not be opened.
 #[derive(Debug)]
@@ -69,8 +71,12 @@ pub struct Session {
     pub skipped: Vec<String>,
     /// Where the trials run.
     pub target: Box<dyn Target>,
-    /// The target's machine.
+    /// The target's machine (the first guest's, when configurations boot
+    /// guests of their own).
     pub machine: MachineFingerprint,
+    /// Each configuration's machine, in configuration order: the same as
+    /// `machine` unless configurations boot guests of their own.
+    pub machines: Vec<MachineFingerprint>,
     /// Each configuration's sound, as the target reads it.
     pub audio: Vec<AudioInput>,
     /// Every knob file the configurations write, with the value found.
@@ -110,34 +116,86 @@ pub fn open_target(s: &Scenario, bin_dir: Option<PathBuf>) -> Result<Box<dyn Tar
         // The guest's libraries are those of the binaries it will run:
         // they come first, then the guest, then the connection to it.
         let dir = binaries::for_arch(&vm.arch, bin_dir, &features)?;
-        let lab = crate::lab::vm::boot(t, vm, &dir)?;
-        crate::say!(": connecting to {}", lab.describe);
-        let mut ssh = Ssh::connect(&lab.ssh)?;
-        ssh.hold(lab);
-        return deployed(ssh, &dir);
+        let (guests, of_config) = guests_of(s, vm);
+        if let [only] = &guests[..] {
+            return Ok(Box::new(lab_board(t, only, &dir)?));
+        }
+        let mut boards = Vec::new();
+        for (i, g) in guests.iter().enumerate() {
+            crate::say!(": guest {} of {}", i + 1, guests.len());
+            let mut board = lab_board(t, g, &dir)?;
+            if i > 0 {
+                // The first runs on; the others wait frozen.
+                board.pause()?;
+            }
+            boards.push(board);
+        }
+        return Ok(Box::new(Guests::new(boards, of_config)));
     }
     crate::say!(": connecting to {}", t.destination);
-    let ssh = Ssh::connect(t)?;
+    let mut ssh = Ssh::connect(t)?;
     let arch = ssh.board_arch()?;
     let dir = binaries::for_arch(&arch, bin_dir, &features)?;
-    deployed(ssh, &dir)
+    deploy(&mut ssh, &dir)?;
+    Ok(Box::new(ssh))
 }
 
-/// `ssh` with the board binaries of `dir` put on the board.
-fn deployed(mut ssh: Ssh, dir: &Path) -> Result<Box<dyn Target>> {
+/// The VM lab's guests a run of `s` needs: one per distinct kernel and
+/// command line its configurations boot (`vm` for those that name
+/// neither), and which one each configuration runs on.
+pub fn guests_of(s: &Scenario, vm: &VmSettings) -> (Vec<VmSettings>, BTreeMap<String, usize>) {
+    let mut guests: Vec<VmSettings> = Vec::new();
+    let mut of_config = BTreeMap::new();
+    for c in &s.configs {
+        let g = vm.for_config(c);
+        let i = match guests.iter().position(|x| *x == g) {
+            Some(i) => i,
+            None => {
+                guests.push(g);
+                guests.len() - 1
+            }
+        };
+        of_config.insert(c.name.clone(), i);
+    }
+    if guests.is_empty() {
+        guests.push(vm.clone());
+    }
+    (guests, of_config)
+}
+
+/// Guest `vm` booted for the board `t`, connected, the binaries of `dir`
+/// on it.
+fn lab_board(t: &SshTarget, vm: &VmSettings, dir: &Path) -> Result<Ssh> {
+    let lab = crate::lab::vm::boot(t, vm, dir)?;
+    crate::say!(": connecting to {}", lab.describe);
+    let mut ssh = Ssh::connect(&lab.ssh)?;
+    ssh.hold(lab);
+    deploy(&mut ssh, dir)?;
+    Ok(ssh)
+}
+
+/// The board binaries of `dir` put on the board.
+fn deploy(ssh: &mut Ssh, dir: &Path) -> Result<()> {
     match ssh.deploy(dir)? {
         Some(line) => crate::say!(": {line}"),
         None => crate::say!(": board binaries in {} are up to date", ssh.board_bin_dir()),
     }
-    Ok(Box::new(ssh))
+    Ok(())
 }
 
 impl Session {
     /// Builds, replays, validates and stages; see the module documentation.
     pub fn open(args: SessionArgs<'_>) -> Result<Session, SetupError> {
         validate::check_only(&args.scenario, args.only).map_err(SetupError::BadInput)?;
-        let mut target =
-            open_target(&args.scenario, args.bin_dir).map_err(SetupError::from_error)?;
+        let mut booted = args.scenario.clone();
+        if !args.only.is_empty() {
+            booted.configs.retain(|c| args.only.contains(&c.name));
+        }
+        let refused = validate::boot_checks(&booted, false);
+        if !refused.is_empty() {
+            return Err(SetupError::BadInput(refused));
+        }
+        let mut target = open_target(&booted, args.bin_dir).map_err(SetupError::from_error)?;
         if let Some(sig) = signals::stop_requested() {
             return Err(SetupError::Interrupted(sig));
         }
@@ -152,10 +210,40 @@ impl Session {
                 crate::say!(": {l}");
             }
         }
-        let probe = target.probe().map_err(SetupError::from_error)?;
-        let (scenario, skipped) =
-            validate::narrow(args.scenario, args.only, &probe.machine.kernel_release)
-                .map_err(SetupError::BadInput)?;
+        let own_boots = booted
+            .configs
+            .iter()
+            .any(|c| c.cmdline.is_some() || c.vm.is_some());
+        let (probe, of_config, unknown) = if own_boots {
+            probe_each(target.as_mut(), &booted).map_err(SetupError::from_error)?
+        } else {
+            let p = target.probe().map_err(SetupError::from_error)?;
+            (p, BTreeMap::new(), BTreeMap::new())
+        };
+        let machine_of = |name: &str| {
+            of_config
+                .get(name)
+                .cloned()
+                .unwrap_or_else(|| probe.machine.clone())
+        };
+        let (scenario, skipped) = validate::narrow(args.scenario, args.only, &|name| {
+            machine_of(name).kernel_release
+        })
+        .map_err(SetupError::BadInput)?;
+        let machines: Vec<MachineFingerprint> = scenario
+            .configs
+            .iter()
+            .map(|c| machine_of(&c.name))
+            .collect();
+        let unknown: Vec<Vec<String>> = scenario
+            .configs
+            .iter()
+            .map(|c| unknown.get(&c.name).cloned().unwrap_or_default())
+            .collect();
+        let not_applied = validate::cmdline_read_back(&scenario, &machines, &unknown);
+        if !not_applied.is_empty() {
+            return Err(SetupError::BadInput(not_applied));
+        }
         let host = validate::host_checks(&scenario);
         let audio = stage_audio(&scenario, &host, target.as_mut(), &probe)
             .map_err(SetupError::from_error)?;
@@ -187,6 +275,7 @@ impl Session {
             skipped,
             target,
             machine: probe.machine,
+            machines,
             audio,
             knobs: report.knobs,
         })
@@ -217,6 +306,12 @@ impl Session {
         let spec = self.spec(planned, run_dir);
         let out = RunWriter::at(run_dir);
         let stem = spec.trial.stem();
+        if let Err(gone) = self.target.select(&planned.config_name) {
+            if signals::stop_requested().is_some() {
+                return Ok(TrialEnd::Interrupted);
+            }
+            return Ok(TrialEnd::Unreachable(gone.0));
+        }
         let retries = self.target.retries();
         self.target.keep_logs_in(run_dir);
         let mut attempt = 1;
@@ -274,7 +369,12 @@ impl Session {
                     // A board brought back by a power cycle has booted
                     // again: its records carry the new boot's id.
                     if let Ok(p) = self.target.probe() {
-                        self.machine.boot_id = p.machine.boot_id;
+                        if let Some(m) = self.machines.get_mut(planned.config) {
+                            m.boot_id = p.machine.boot_id.clone();
+                        }
+                        if planned.config == 0 {
+                            self.machine.boot_id = p.machine.boot_id;
+                        }
                     }
                 }
                 Err(_) if signals::stop_requested().is_some() => return Ok(TrialEnd::Interrupted),
@@ -310,7 +410,8 @@ impl Session {
             .configs
             .get(planned.config)
             .and_then(|c| c.kernel.as_deref());
-        match foreign_machine(&r.machine, &self.machine, pinned) {
+        let probed = self.machines.get(planned.config).unwrap_or(&self.machine);
+        match foreign_machine(&r.machine, probed, pinned) {
             Some(reason) => TrialRun::Lost { reason, pid: None },
             None => TrialRun::Record(r),
         }
@@ -340,6 +441,41 @@ impl Session {
             outcome: None,
         }
     }
+}
+
+/// Probes each configuration's machine (its guest running, the others
+/// frozen): the first configuration's probe, every configuration's
+/// machine, and the command-line parameters each one's kernel did not
+/// know, by configuration name.
+#[allow(clippy::type_complexity)]
+fn probe_each(
+    target: &mut dyn Target,
+    s: &Scenario,
+) -> Result<(
+    Probe,
+    BTreeMap<String, MachineFingerprint>,
+    BTreeMap<String, Vec<String>>,
+)> {
+    let mut first = None;
+    let mut machines = BTreeMap::new();
+    let mut unknown = BTreeMap::new();
+    for c in &s.configs {
+        target.select(&c.name).map_err(|e| anyhow::anyhow!(e.0))?;
+        let p = target.probe()?;
+        machines.insert(c.name.clone(), p.machine.clone());
+        if c.cmdline.is_some() {
+            unknown.insert(c.name.clone(), target.unknown_parameters()?);
+        }
+        first.get_or_insert(p);
+    }
+    if let Some(c) = s.configs.first() {
+        target.select(&c.name).map_err(|e| anyhow::anyhow!(e.0))?;
+    }
+    let first = match first {
+        Some(p) => p,
+        None => target.probe()?,
+    };
+    Ok((first, machines, unknown))
 }
 
 /// Why a record saying it ran on `said` is not of the board `probed`

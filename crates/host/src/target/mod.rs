@@ -9,10 +9,12 @@
 
 pub mod binaries;
 pub mod bounded;
+mod guests;
 pub mod hooks;
 mod local;
 pub mod ssh;
 
+pub use guests::Guests;
 pub use local::Local;
 pub use ssh::Ssh;
 
@@ -131,6 +133,21 @@ pub trait Target {
     /// trial's reason).
     fn link_note(&self) -> Option<String> {
         None
+    }
+
+    /// Makes configuration `config`'s machine the one trials run on (in
+    /// the VM lab, the guest of its kernel and command line running, the
+    /// others frozen); nothing where there is one machine.
+    fn select(&mut self, config: &str) -> Result<(), Unreachable> {
+        let _ = config;
+        Ok(())
+    }
+
+    /// The kernel command-line parameters the running kernel said it did
+    /// not take (passed on to user space instead); empty where it named
+    /// none or the target cannot tell.
+    fn unknown_parameters(&self) -> Result<Vec<String>> {
+        Ok(Vec::new())
     }
 
     /// How often a lost trial is run again (a lost trial here is a crash,

@@ -492,6 +492,47 @@ impl Ssh {
         Ok(id)
     }
 
+    /// The lab guest's QEMU pid, when the board is one.
+    pub fn lab_pid(&self) -> Option<u32> {
+        self.lab.as_ref().map(|l| l.pid())
+    }
+
+    /// Before its lab guest is frozen (QEMU's `stop`): the link closed
+    /// cleanly, so that no keepalive times out against a guest that
+    /// cannot answer, then the guest frozen.
+    pub fn pause(&mut self) -> Result<()> {
+        self.close_master();
+        match self.lab.as_mut() {
+            Some(lab) => lab.freeze(),
+            None => Ok(()),
+        }
+    }
+
+    /// Its lab guest running again and the link back; the guest must be
+    /// the boot it was (a frozen guest does not reboot).
+    pub fn resume(&mut self) -> Result<(), Unreachable> {
+        if let Some(lab) = self.lab.as_mut() {
+            lab.thaw()
+                .map_err(|e| Unreachable(format!("{}: {e:#}", lab.describe)))?;
+        }
+        if !self.link_answers() {
+            self.reconnect()?;
+        }
+        let boot = self
+            .boot_id_now()
+            .map_err(|e| Unreachable(format!("{}: {e:#}", self.describe())))?;
+        match &self.boot_id {
+            Some(b) if *b != boot => Err(Unreachable(format!(
+                "{} booted again while it was frozen (boot id changed)",
+                self.describe()
+            ))),
+            _ => {
+                self.boot_id = Some(boot);
+                Ok(())
+            }
+        }
+    }
+
     /// The board's /proc/version: which kernel it booted (`bisect` checks
     /// it against the commit's).
     pub fn proc_version(&self) -> Result<String> {
@@ -1028,6 +1069,19 @@ impl Target for Ssh {
         self.staged.push((host_path.to_path_buf(), dst.clone()));
         crate::say!(": put {} on the board as {dst}", host_path.display());
         Ok(PathBuf::from(dst))
+    }
+
+    /// The unknown parameters the board's kernel says it passed to user
+    /// space instead of taking (its log's `Unknown kernel command line
+    /// parameters "…"` line); empty when it names none.
+    fn unknown_parameters(&self) -> Result<Vec<String>> {
+        let log = self.exec_ok("dmesg", None, SHORT_COMMAND, "reading the kernel's log")?;
+        Ok(log
+            .lines()
+            .filter_map(|l| l.split("Unknown kernel command line parameters \"").nth(1))
+            .filter_map(|rest| rest.split('"').next())
+            .flat_map(|words| words.split_whitespace().map(str::to_string))
+            .collect())
     }
 
     fn work_dir(&self, _run_dir: &Path) -> Option<PathBuf> {

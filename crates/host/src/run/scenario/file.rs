@@ -354,6 +354,15 @@ pub struct ConfigSpec {
     /// skipped.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kernel: Option<String>,
+    /// Kernel command-line parameters this configuration boots with
+    /// (`preempt=full`, `threadirqs`), after `[target] vm`'s `append`: in
+    /// the VM lab, its own guest.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cmdline: Option<String>,
+    /// A kernel of its own in the VM lab (`{ kernel = "…", modules = "…" }`),
+    /// in place of `[target] vm`'s: its own guest, in the same run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub vm: Option<ConfigVmSpec>,
     /// sysctls by dotted name: `{ "kernel.sched_autogroup_enabled" = "0" }`.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub sysctl: BTreeMap<String, KnobValue>,
@@ -375,6 +384,19 @@ pub struct ConfigSpec {
     /// Override of `[load]` (`"none"` or a table merged over it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub load: Option<LoadSetting>,
+}
+
+/// `[[config]] vm`: the kernel a configuration boots in the VM lab, the
+/// rest of the guest as `[target] vm` says.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ConfigVmSpec {
+    /// The kernel image, relative to the scenario file.
+    pub kernel: PathBuf,
+    /// Its modules' tree (default: beside a Debian kernel from `lab
+    /// kernel`, else none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub modules: Option<PathBuf>,
 }
 
 fn is_default_audio(a: &AudioSpec) -> bool {

@@ -66,6 +66,12 @@ pub struct Config {
     pub name: String,
     /// The kernel it expects, if any.
     pub kernel: Option<String>,
+    /// Kernel command-line parameters it boots with (the VM lab), if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cmdline: Option<String>,
+    /// A kernel of its own (the VM lab), paths absolute, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub vm: Option<ConfigVmSpec>,
     /// Knobs to apply, in order.
     pub knobs: Vec<KnobSpec>,
     /// PM-QoS CPU DMA latency to hold, µs.
@@ -141,6 +147,13 @@ pub struct ScenarioFingerprint {
     /// CPUs: part of the experiment).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub monitor: Option<MonitorSpec>,
+    /// Kernel command-line parameters the configuration boots with.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cmdline: Option<String>,
+    /// Its own kernel, as the scenario names it (relative to its
+    /// directory).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub vm: Option<ConfigVmSpec>,
 }
 
 impl Scenario {
@@ -168,12 +181,22 @@ impl Scenario {
     /// has no such configuration.
     pub fn fingerprint(&self, config: &str) -> Option<ScenarioFingerprint> {
         let c = self.configs.iter().find(|c| c.name == config)?;
+        // resolve() joined paths to the scenario's directory: undo that, so
+        // the same checkout in another place has the same fingerprint.
+        let relative = |p: &mut PathBuf| {
+            if let Some(rel) = self.path.parent().and_then(|d| p.strip_prefix(d).ok()) {
+                *p = rel.to_path_buf();
+            }
+        };
         let mut audio = c.audio.clone();
         if let AudioSource::File(wav) = &mut audio.source {
-            // resolve() joined it to the scenario's directory: undo that, so
-            // the same checkout in another place has the same fingerprint.
-            if let Some(rel) = self.path.parent().and_then(|d| wav.strip_prefix(d).ok()) {
-                *wav = rel.to_path_buf();
+            relative(wav);
+        }
+        let mut vm = c.vm.clone();
+        if let Some(vm) = &mut vm {
+            relative(&mut vm.kernel);
+            if let Some(m) = &mut vm.modules {
+                relative(m);
             }
         }
         Some(ScenarioFingerprint {
@@ -184,6 +207,8 @@ impl Scenario {
             knobs: c.knobs.clone(),
             pm_qos_us: c.pm_qos_us,
             monitor: self.monitor.clone(),
+            cmdline: c.cmdline.clone(),
+            vm,
         })
     }
 }
@@ -220,6 +245,8 @@ impl ScenarioFingerprint {
                 self.pm_qos_us != other.pm_qos_us,
             ),
             ("monitor", self.monitor != other.monitor),
+            ("cmdline", self.cmdline != other.cmdline),
+            ("vm", self.vm != other.vm),
         ]
         .into_iter()
         .filter(|&(_, differs)| differs)
@@ -352,20 +379,14 @@ pub fn resolve(path: &Path, file: &ScenarioFile) -> Result<Scenario, ScenarioErr
                 format!("`{}` is used twice", c.name),
             ));
         }
-        let at = format!("config `{}`", c.name);
-        let audio = resolve_audio(&file.audio, &c.audio, base_dir, duration)
-            .map_err(|m| err(&format!("{at}: audio"), m))?;
-        let load = resolve_load(file.load.as_ref(), c.load.as_ref(), duration)
-            .map_err(|m| err(&format!("{at}: load"), m))?;
-        let knobs = collect_knobs(c).map_err(|m| err(&at, m))?;
-        configs.push(Config {
-            name: c.name.clone(),
-            kernel: c.kernel.clone(),
-            knobs,
-            pm_qos_us: c.pm_qos_cpu_dma_latency_us,
-            audio,
-            load,
-        });
+        let config = resolve_config(file, c, base_dir, duration).map_err(|(field, m)| {
+            let at = format!("config `{}`", c.name);
+            match field.as_str() {
+                "" => err(&at, m),
+                f => err(&format!("{at}: {f}"), m),
+            }
+        })?;
+        configs.push(config);
     }
     let warmup = file.warmup.unwrap_or(DEFAULT_WARMUP);
     let (target, lava) = resolve_place(file.target.as_ref(), base_dir, duration, warmup)
@@ -392,6 +413,99 @@ pub fn resolve(path: &Path, file: &ScenarioFile) -> Result<Scenario, ScenarioErr
     };
     check_size(&s).map_err(|(field, msg)| err(&field, msg))?;
     Ok(s)
+}
+
+/// One `[[config]]` resolved over the scenario's `[audio]` and `[load]`;
+/// an error is (where in the configuration, one line).
+fn resolve_config(
+    file: &ScenarioFile,
+    c: &ConfigSpec,
+    base_dir: &Path,
+    duration: Span,
+) -> Result<Config, (String, String)> {
+    fn at(field: &'static str) -> impl Fn(String) -> (String, String) {
+        move |m| (field.to_string(), m)
+    }
+    let audio = resolve_audio(&file.audio, &c.audio, base_dir, duration).map_err(at("audio"))?;
+    let load = resolve_load(file.load.as_ref(), c.load.as_ref(), duration).map_err(at("load"))?;
+    let knobs = collect_knobs(c).map_err(|m| (String::new(), m))?;
+    let cmdline = c
+        .cmdline
+        .as_deref()
+        .map(check_cmdline)
+        .transpose()
+        .map_err(at("cmdline"))?;
+    let vm =
+        c.vm.as_ref()
+            .map(|v| resolve_config_vm(v, base_dir))
+            .transpose()
+            .map_err(|(k, m)| (format!("vm.{k}"), m))?;
+    Ok(Config {
+        name: c.name.clone(),
+        kernel: c.kernel.clone(),
+        cmdline,
+        vm,
+        knobs,
+        pm_qos_us: c.pm_qos_cpu_dma_latency_us,
+        audio,
+        load,
+    })
+}
+
+/// The most a configuration's `cmdline` may hold (the kernel's own limit
+/// is 2048 bytes on x86, with the lab's console and init on it too).
+const MAX_CMDLINE: usize = 1024;
+
+/// A configuration's kernel command-line parameters, checked: one line of
+/// printable words, none that the lab itself sets. The words, joined by
+/// one space.
+fn check_cmdline(text: &str) -> Result<String, String> {
+    let words: Vec<&str> = text.split_whitespace().collect();
+    if words.is_empty() {
+        return Err("empty: name a parameter (`preempt=full`) or leave the key out".into());
+    }
+    if text.len() > MAX_CMDLINE {
+        return Err(format!(
+            "{} bytes: expected at most {MAX_CMDLINE}",
+            text.len()
+        ));
+    }
+    if let Some(c) = text.chars().find(|c| !c.is_ascii_graphic() && *c != ' ') {
+        return Err(format!(
+            "{:?} holds {c:?}: expected printable ASCII words",
+            text
+        ));
+    }
+    // The lab's guest needs these as it sets them: its console (the boot
+    // is watched there), its init and its root.
+    if let Some(w) = words.iter().find(|w| {
+        ["console=", "init=", "rdinit=", "root="]
+            .iter()
+            .any(|k| w.starts_with(k))
+    }) {
+        return Err(format!(
+            "`{w}`: the lab sets the console, init and root of its guests itself"
+        ));
+    }
+    Ok(words.join(" "))
+}
+
+/// `[[config]] vm` resolved against the scenario's directory; an error is
+/// (key, one line).
+fn resolve_config_vm(
+    v: &ConfigVmSpec,
+    base_dir: &Path,
+) -> Result<ConfigVmSpec, (&'static str, String)> {
+    let spec = crate::lab::vm::VmSpec {
+        kernel: v.kernel.clone(),
+        modules: v.modules.clone(),
+        ..Default::default()
+    };
+    let settings = crate::lab::vm::VmSettings::resolve(&spec, base_dir)?;
+    Ok(ConfigVmSpec {
+        kernel: settings.kernel,
+        modules: settings.modules,
+    })
 }
 
 /// A scenario's board and lab (at most one of them).
