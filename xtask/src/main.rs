@@ -7,6 +7,7 @@
 
 mod bench;
 mod fuzz;
+mod lanes;
 mod needs;
 mod session_dirs;
 mod soak;

@@ -139,39 +139,32 @@ pub fn run(args: &TestArgs) -> Result<ExitCode> {
     let skips = SkipLog::start()?;
     let session = SessionDirs::start()?;
     let mut failed = Vec::new();
-    let mut cmd = cargo_test();
-    skips.configure(&mut cmd);
-    session.configure(&mut cmd);
-    cmd.arg("--all-targets");
-    if !args.rest.is_empty() {
-        cmd.arg("--").args(&args.rest);
-    }
-    if let Err(e) = run_checked(&mut cmd) {
-        eprintln!("xtask test: {e:#}");
-        failed.push("the workspace's tests".to_string());
-    }
-    // Doc tests are not part of --all-targets.
-    let mut doc = cargo_test();
-    skips.configure(&mut doc);
-    session.configure(&mut doc);
-    if let Err(e) = run_checked(doc.arg("--doc")) {
-        eprintln!("xtask test: {e:#}");
-        failed.push("doc tests".to_string());
-    }
-    // The real-kernel bisection last (see KERNEL_BISECT): by now the tree
-    // it builds on has been made and built in the idle moments above.
-    let mut kernel = cargo_test();
-    skips.configure(&mut kernel);
-    session.configure(&mut kernel);
-    kernel.args(["--test", KERNEL_BISECT, "--", "--ignored"]);
-    kernel.args(&args.rest);
-    if let Err(e) = run_checked(&mut kernel) {
-        eprintln!("xtask test: {e:#}");
-        failed.push(format!("the {KERNEL_BISECT} test"));
+    // What follows the other tests in their lane: the doc tests (not part
+    // of --all-targets) and the board stage, whose builds were made ahead.
+    let after_others = || {
+        let mut failed = Vec::new();
+        let mut doc = cargo_test();
+        skips.configure(&mut doc);
+        session.configure(&mut doc);
+        if let Err(e) = run_checked(doc.arg("--doc")) {
+            eprintln!("xtask test: {e:#}");
+            failed.push("doc tests".to_string());
+        }
+        failed.extend(board_ahead.and_then(Ahead::wait));
+        failed.extend(board_stage_after());
+        failed
+    };
+    let mut build = cargo_test();
+    build.arg("--all-targets");
+    match crate::lanes::build(build) {
+        Ok(bins) => failed.extend(run_lanes(&bins, &args.rest, &skips, &session, after_others)),
+        Err(e) => {
+            eprintln!("xtask test: {e:#}");
+            failed.push("building the workspace's tests".to_string());
+            failed.extend(after_others());
+        }
     }
     drop(tree_ahead);
-    failed.extend(board_ahead.and_then(Ahead::wait));
-    failed.extend(board_stage_after());
     failed.extend(skips.finish());
     failed.extend(session.finish());
     if jack.clean() {
@@ -186,11 +179,69 @@ pub fn run(args: &TestArgs) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// The real-kernel bisection (`xtask/tests/kernel_bisect.rs`), the
-/// suite's longest test. It is `#[ignore]`d, so `--all-targets` builds and
-/// lints it but leaves it out, and the suite runs it on its own, last,
-/// with `--ignored`.
-const KERNEL_BISECT: &str = "kernel_bisect";
+/// Runs the test binaries in their two lanes (see `lanes`), the other
+/// tests' lane ending with `after_others`: the guests' lane beside it
+/// where QEMU can be put ahead of it (root), else after it. The guests'
+/// lane writes to a log, shown when it ends. Returns what failed.
+fn run_lanes(
+    bins: &[crate::lanes::TestBinary],
+    rest: &[String],
+    skips: &SkipLog,
+    session: &SessionDirs,
+    after_others: impl FnOnce() -> Vec<String> + Send,
+) -> Vec<String> {
+    use crate::lanes::{run_lane, GUEST_TESTS};
+    let mut guests: Vec<crate::lanes::TestBinary> = Vec::new();
+    for name in GUEST_TESTS {
+        guests.extend(bins.iter().filter(|b| b.name == name).cloned());
+    }
+    let mut others: Vec<crate::lanes::TestBinary> = bins
+        .iter()
+        .filter(|b| !GUEST_TESTS.contains(&b.name.as_str()))
+        .cloned()
+        .collect();
+    // Cargo announces them as they finish building: run them in a stable
+    // order, as `cargo test` does (by package, then target).
+    others.sort_by(|a, b| (&a.package_dir, &a.source).cmp(&(&b.package_dir, &b.source)));
+    let configure = |cmd: &mut std::process::Command| {
+        skips.configure(cmd);
+        session.configure(cmd);
+        // As `cargo_test` built them: what they build in turn matches.
+        cmd.env("CARGO_PROFILE_DEV_OPT_LEVEL", "1");
+    };
+    let log = xrunbench_host::util::target_dir().join("xrunbench-guest-lane.log");
+    let _ = std::fs::remove_file(&log);
+    let guest_lane = || {
+        let failed = run_lane(&guests, rest, &configure, Some(&log));
+        eprintln!("xtask test: the guests' lane ({}):", log.display());
+        eprint!("{}", std::fs::read_to_string(&log).unwrap_or_default());
+        failed
+    };
+    let mut failed = Vec::new();
+    if xrunbench_host::util::is_root() {
+        eprintln!(
+            "xtask test: {} running beside the other tests (log: {})",
+            GUEST_TESTS.join(", "),
+            log.display()
+        );
+        std::thread::scope(|scope| {
+            let lane = scope.spawn(guest_lane);
+            failed.extend(run_lane(&others, rest, &configure, None));
+            failed.extend(after_others());
+            failed.extend(
+                lane.join()
+                    .unwrap_or_else(|_| vec!["the guests' lane".into()]),
+            );
+        });
+    } else {
+        // Without root QEMU cannot be put ahead of the other tests: the
+        // guests' tests come after them.
+        failed.extend(run_lane(&others, rest, &configure, None));
+        failed.extend(after_others());
+        failed.extend(guest_lane());
+    }
+    failed
+}
 
 /// A command run in the background while the suite runs, at
 /// `SCHED_IDLE`: it gets a CPU only when nothing else wants one, so the

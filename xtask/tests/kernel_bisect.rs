@@ -278,11 +278,12 @@ fn assert_steps(results: &Path, broken: &str) {
 }
 
 /// Ignored so that `cargo test --all-targets` builds and lints it but does
-/// not run it: `cargo xtask test` runs it on its own, last, when the
-/// kernel tree it builds on has been made and built in the background
-/// (`cargo test --test kernel_bisect -- --ignored` by hand).
+/// not run it: `cargo xtask test` runs it last in the guests' lane, when
+/// the kernel tree it builds on has been made and built in the background
+/// and the other tests are done (`cargo test --test kernel_bisect --
+/// --ignored` by hand).
 #[test]
-#[ignore = "the suite's longest test: `cargo xtask test` runs it alone, last"]
+#[ignore = "the suite's longest test: `cargo xtask test` runs it last, alone"]
 fn bisect_run_names_the_scheduler_commit_that_made_audio_worse_in_a_real_kernel() {
     xrunbench_test_support::skip_if_cannot!(host_busy());
     let tree = kernel_tree();
