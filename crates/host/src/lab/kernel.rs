@@ -332,6 +332,32 @@ pub fn debian_version(arch: Arch, rt: bool, version: Version) -> Result<Result<K
     fetched(&config, &packages, &offer.release).map(Ok)
 }
 
+/// The newest `version` kernel of `arch` (`rt`: its PREEMPT_RT flavour)
+/// already in the cache, if any.
+fn cached(arch: Arch, rt: bool, version: Version) -> Option<Kernel> {
+    let dir = cache_dir().join("kernels");
+    let names: String = fs::read_dir(&dir)
+        .ok()?
+        .flatten()
+        .filter(|e| e.path().join(READY).is_file())
+        .map(|e| format!("linux-image-{}\n", e.file_name().to_string_lossy()))
+        .collect();
+    let f = flavour(arch, rt);
+    let offer = newest(&offers(&names, &[f]), version, f).ok()?;
+    kernel_in(&dir.join(&offer.release), &offer.release).ok()
+}
+
+/// The kernel a scenario's `debian = "X.Y"` boots: the newest of that
+/// version in the cache, else the newest the archive serves, fetched. A
+/// scenario keeps the kernel it ran on until `lab kernel --debian
+/// --version X.Y` fetches a newer one, so that its runs stay comparable.
+pub fn for_scenario(arch: Arch, rt: bool, version: Version) -> Result<Result<Kernel, String>> {
+    match cached(arch, rt, version) {
+        Some(k) => Ok(Ok(k)),
+        None => debian_version(arch, rt, version),
+    }
+}
+
 /// Debian's kernel for `arch` in the cache, fetched and unpacked the first
 /// time (into a temporary directory renamed when whole, so that an
 /// interrupted fetch never leaves one that looks finished).

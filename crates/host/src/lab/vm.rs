@@ -17,12 +17,21 @@ use crate::board::arch::Arch;
 use crate::run::scenario::SshTarget;
 use crate::util::run_checked;
 
-/// `[target] vm` as a scenario writes it; every key but `kernel` optional.
+/// `[target] vm` as a scenario writes it: `kernel` or `debian`, every
+/// other key optional.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct VmSpec {
     /// The kernel image (bzImage, Image), relative to the scenario file.
-    pub kernel: PathBuf,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kernel: Option<PathBuf>,
+    /// Or Debian's kernel of this version (`"6.12"`), with its modules:
+    /// the newest in the lab's cache, else the newest the archive serves.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub debian: Option<String>,
+    /// With `debian`: its PREEMPT_RT flavour.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rt: Option<bool>,
     /// Its modules (`lib/modules/RELEASE` of `make modules_install`);
     /// default: beside a Debian kernel from `lab kernel`, else none (the
     /// drivers built in).
@@ -88,33 +97,13 @@ impl VmSettings {
     /// `spec` resolved against the scenario's directory; an error is
     /// (key, one line).
     pub fn resolve(spec: &VmSpec, base_dir: &Path) -> Result<VmSettings, (&'static str, String)> {
-        let kernel = absolute(&spec.kernel, base_dir);
-        if !kernel.is_file() {
-            return Err(("kernel", format!("{}: no such file", kernel.display())));
-        }
         let arch = match &spec.arch {
             Some(a) => {
                 Arch::from_name(a).ok_or(("arch", format!("`{a}` is not {}", Arch::names())))?
             }
             None => Arch::host().ok_or(("arch", "this machine's is not a lab one".to_string()))?,
         };
-        let modules = match &spec.modules {
-            Some(m) => {
-                let m = absolute(m, base_dir);
-                if !m.join("modules.dep").is_file() {
-                    return Err((
-                        "modules",
-                        format!(
-                            "{}: no modules.dep (a lib/modules/RELEASE tree of `make \
-                             modules_install`, after depmod)",
-                            m.display()
-                        ),
-                    ));
-                }
-                Some(m)
-            }
-            None => modules_beside(&kernel),
-        };
+        let (kernel, modules) = kernel_of(spec, arch, base_dir)?;
         let cpus = spec.cpus.unwrap_or(2);
         if !(1..=64).contains(&cpus) {
             return Err(("cpus", format!("{cpus}: expected 1 to 64")));
@@ -160,9 +149,9 @@ impl VmSettings {
     /// as here.
     pub fn for_config(&self, c: &crate::run::scenario::Config) -> VmSettings {
         let mut vm = self.clone();
-        if let Some(own) = &c.vm {
-            vm.kernel = own.kernel.clone();
-            vm.modules = own.modules.clone();
+        if let Some(kernel) = c.vm.as_ref().and_then(|own| own.kernel.clone()) {
+            vm.kernel = kernel;
+            vm.modules = c.vm.as_ref().and_then(|own| own.modules.clone());
         }
         if let Some(cmdline) = &c.cmdline {
             vm.append = [vm.append.as_str(), cmdline]
@@ -201,6 +190,77 @@ pub fn image_arch(kernel: &Path) -> Option<Arch> {
 pub fn preempt_dynamic(kernel: &Path) -> Option<bool> {
     let text = std::fs::read_to_string(config_beside(kernel)?).ok()?;
     Some(text.lines().any(|l| l.trim() == "CONFIG_PREEMPT_DYNAMIC=y"))
+}
+
+/// The kernel image and modules `spec` names: its `kernel` (relative to
+/// `base_dir`) and `modules` (default: beside it), or Debian's `debian`
+/// version from the lab's cache, fetched the first time.
+pub fn kernel_of(
+    spec: &VmSpec,
+    arch: Arch,
+    base_dir: &Path,
+) -> Result<(PathBuf, Option<PathBuf>), (&'static str, String)> {
+    let version = match (&spec.kernel, &spec.debian) {
+        (Some(_), Some(_)) => {
+            return Err((
+                "debian",
+                "give `kernel` (an image) or `debian` (a version), not both".into(),
+            ))
+        }
+        (None, None) => {
+            return Err((
+                "kernel",
+                "missing: name an image, kernel = \"bzImage\", or Debian's kernel by version, \
+                 debian = \"6.12\""
+                    .into(),
+            ))
+        }
+        (Some(k), None) => {
+            if spec.rt.is_some() {
+                return Err(("rt", "goes with `debian` (a version), not `kernel`".into()));
+            }
+            let kernel = absolute(k, base_dir);
+            if !kernel.is_file() {
+                return Err(("kernel", format!("{}: no such file", kernel.display())));
+            }
+            let modules = match &spec.modules {
+                Some(m) => Some(checked_modules(&absolute(m, base_dir))?),
+                None => modules_beside(&kernel),
+            };
+            return Ok((kernel, modules));
+        }
+        (None, Some(v)) => v,
+    };
+    if spec.modules.is_some() {
+        return Err((
+            "modules",
+            "Debian's kernel (`debian`) comes with its own modules".into(),
+        ));
+    }
+    let version: super::kernel::Version = version
+        .parse()
+        .map_err(|e| ("debian", format!("`{version}`: {e}")))?;
+    let rt = spec.rt.unwrap_or(false);
+    match super::kernel::for_scenario(arch, rt, version) {
+        Ok(Ok(k)) => Ok((k.image, Some(k.modules))),
+        Ok(Err(why)) => Err(("debian", format!("`{version}`: {why}"))),
+        Err(e) => Err(("debian", format!("`{version}`: fetching it: {e:#}"))),
+    }
+}
+
+/// `m`, if it is a modules tree the lab can use.
+fn checked_modules(m: &Path) -> Result<PathBuf, (&'static str, String)> {
+    if !m.join("modules.dep").is_file() {
+        return Err((
+            "modules",
+            format!(
+                "{}: no modules.dep (a lib/modules/RELEASE tree of `make modules_install`, after \
+                 depmod)",
+                m.display()
+            ),
+        ));
+    }
+    Ok(m.to_path_buf())
 }
 
 /// `path`, relative to `base` unless absolute.

@@ -104,7 +104,7 @@ impl TargetArgs {
         if let Some(kernel) = self.target.as_deref().and_then(|d| d.strip_prefix("vm:")) {
             // The VM lab with every default, booting this kernel.
             let spec = crate::lab::vm::VmSpec {
-                kernel: kernel.into(),
+                kernel: Some(kernel.into()),
                 ..Default::default()
             };
             let here = std::env::current_dir().map_err(|e| format!("--target: {e}"))?;

@@ -105,13 +105,13 @@ pub fn boot_checks(s: &Scenario, on_lava: bool) -> Vec<String> {
             continue;
         };
         let guest = vm.for_config(c);
-        if let Some(own) = &c.vm {
-            match crate::lab::vm::image_arch(&own.kernel) {
+        if let Some(own) = c.vm.as_ref().and_then(|v| v.kernel.as_ref()) {
+            match crate::lab::vm::image_arch(own) {
                 Some(a) if a != vm.arch() => out.push(format!(
                     "{file}: config `{}`: vm.kernel: {} is an {} kernel; the run's guests are \
                      {} (configurations of one run share an architecture)",
                     c.name,
-                    own.kernel.display(),
+                    own.display(),
                     a.name(),
                     vm.arch().name()
                 )),
@@ -401,6 +401,42 @@ mod tests {
                     .contains(&format!("s.toml: config `c`: {words}")),
                 "{value}: {e}"
             );
+        }
+    }
+
+    #[test]
+    fn a_guest_names_an_image_or_a_debian_version() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        fake_kernel(d, "base", "x86_64", true);
+        let path = d.join("s.toml");
+        for (vm, words) in [
+            (
+                "{ kernel = \"base/boot/vmlinuz-base\", debian = \"6.12\" }",
+                "target.vm.debian: give `kernel` (an image) or `debian` (a version), not both",
+            ),
+            (
+                "{ sound = \"dummy\" }",
+                "target.vm.kernel: missing: name an image",
+            ),
+            (
+                "{ kernel = \"base/boot/vmlinuz-base\", rt = true }",
+                "target.vm.rt: goes with `debian`",
+            ),
+            (
+                "{ debian = \"6.x\" }",
+                "target.vm.debian: `6.x`: expected MAJOR.MINOR, such as 6.12",
+            ),
+            (
+                "{ debian = \"6.12\", modules = \"m\" }",
+                "target.vm.modules: Debian's kernel (`debian`) comes with its own modules",
+            ),
+        ] {
+            let text = format!(
+                "name = \"s\"\n[audio]\ngenerate = {{}}\n[[config]]\nname = \"c\"\n[target]\nvm = {vm}\n"
+            );
+            let e = resolve(&path, &parse(&path, &text).unwrap()).unwrap_err();
+            assert!(e.to_string().contains(words), "{vm}: {e}");
         }
     }
 

@@ -359,8 +359,9 @@ pub struct ConfigSpec {
     /// the VM lab, its own guest.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cmdline: Option<String>,
-    /// A kernel of its own in the VM lab (`{ kernel = "…", modules = "…" }`),
-    /// in place of `[target] vm`'s: its own guest, in the same run.
+    /// A kernel of its own in the VM lab (`{ kernel = "…", modules = "…" }`
+    /// or `{ debian = "6.12" }`), in place of `[target] vm`'s: its own
+    /// guest, in the same run.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub vm: Option<ConfigVmSpec>,
     /// sysctls by dotted name: `{ "kernel.sched_autogroup_enabled" = "0" }`.
@@ -392,11 +393,18 @@ pub struct ConfigSpec {
 #[serde(deny_unknown_fields)]
 pub struct ConfigVmSpec {
     /// The kernel image, relative to the scenario file.
-    pub kernel: PathBuf,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kernel: Option<PathBuf>,
     /// Its modules' tree (default: beside a Debian kernel from `lab
     /// kernel`, else none).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub modules: Option<PathBuf>,
+    /// Or Debian's kernel of this version (`"6.12"`), as in `[target] vm`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub debian: Option<String>,
+    /// With `debian`: its PREEMPT_RT flavour.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rt: Option<bool>,
 }
 
 fn is_default_audio(a: &AudioSpec) -> bool {

@@ -194,9 +194,14 @@ impl Scenario {
         }
         let mut vm = c.vm.clone();
         if let Some(vm) = &mut vm {
-            relative(&mut vm.kernel);
-            if let Some(m) = &mut vm.modules {
-                relative(m);
+            if vm.debian.is_some() {
+                // Named by version: where the lab's cache keeps it is no
+                // part of the experiment.
+                vm.kernel = None;
+                vm.modules = None;
+            }
+            for p in vm.kernel.iter_mut().chain(vm.modules.iter_mut()) {
+                relative(p);
             }
         }
         Some(ScenarioFingerprint {
@@ -490,8 +495,9 @@ fn check_cmdline(text: &str) -> Result<String, String> {
     Ok(words.join(" "))
 }
 
-/// `[[config]] vm` resolved against the scenario's directory; an error is
-/// (key, one line).
+/// `[[config]] vm` resolved against the scenario's directory (a Debian
+/// version fetched into the lab's cache): `kernel` and `modules` filled
+/// and absolute; an error is (key, one line).
 fn resolve_config_vm(
     v: &ConfigVmSpec,
     base_dir: &Path,
@@ -499,12 +505,20 @@ fn resolve_config_vm(
     let spec = crate::lab::vm::VmSpec {
         kernel: v.kernel.clone(),
         modules: v.modules.clone(),
+        debian: v.debian.clone(),
+        rt: v.rt,
         ..Default::default()
     };
-    let settings = crate::lab::vm::VmSettings::resolve(&spec, base_dir)?;
+    let arch = crate::board::arch::Arch::host().ok_or((
+        "kernel",
+        "this machine's architecture is not a lab one".to_string(),
+    ))?;
+    let (kernel, modules) = crate::lab::vm::kernel_of(&spec, arch, base_dir)?;
     Ok(ConfigVmSpec {
-        kernel: settings.kernel,
-        modules: settings.modules,
+        kernel: Some(kernel),
+        modules,
+        debian: v.debian.clone(),
+        rt: v.rt,
     })
 }
 

@@ -289,6 +289,8 @@ pub(super) fn resolve_target(
                     (
                         match k {
                             "kernel" => "vm.kernel",
+                            "debian" => "vm.debian",
+                            "rt" => "vm.rt",
                             "modules" => "vm.modules",
                             "arch" => "vm.arch",
                             "cpus" => "vm.cpus",
