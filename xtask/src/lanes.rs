@@ -23,7 +23,11 @@ use anyhow::{bail, Context, Result};
 /// their lane runs them: the real-kernel bisection last (by then the
 /// kernel tree it needs has been built in the background, and the other
 /// lane is done).
-pub const GUEST_TESTS: [&str; 3] = ["vm_lab", "lava_lab", "kernel_bisect"];
+pub const GUEST_TESTS: [&str; 3] = ["vm_lab", "lava_lab", LAST_GUEST_TEST];
+
+/// The guests' test that runs last, after the board stage: the real-kernel
+/// bisection, whose verdicts need its guest ahead of everything else.
+pub const LAST_GUEST_TEST: &str = "kernel_bisect";
 
 /// The test binary whose only test is `#[ignore]`d so that `cargo test`
 /// leaves it out: run with `--ignored`.

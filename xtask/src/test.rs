@@ -140,28 +140,44 @@ pub fn run(args: &TestArgs) -> Result<ExitCode> {
     let session = SessionDirs::start()?;
     let mut failed = Vec::new();
     // What follows the other tests in their lane: the doc tests (not part
-    // of --all-targets) and the board stage, whose builds were made ahead.
-    let after_others = || {
-        let mut failed = Vec::new();
+    // of --all-targets).
+    let doc_tests = || {
         let mut doc = cargo_test();
         skips.configure(&mut doc);
         session.configure(&mut doc);
-        if let Err(e) = run_checked(doc.arg("--doc")) {
-            eprintln!("xtask test: {e:#}");
-            failed.push("doc tests".to_string());
-        }
-        failed.extend(board_ahead.and_then(Ahead::wait));
+        let result = run_checked(doc.arg("--doc"));
+        result
+            .err()
+            .map(|e| {
+                eprintln!("xtask test: {e:#}");
+                "doc tests".to_string()
+            })
+            .into_iter()
+            .collect::<Vec<_>>()
+    };
+    // The board stage, its builds made ahead: in the guests' lane, before
+    // the bisection (its ARM guests run ahead of the host's work too).
+    let board_stage = || {
+        let mut failed: Vec<String> = board_ahead.and_then(Ahead::wait).into_iter().collect();
         failed.extend(board_stage_after());
         failed
     };
     let mut build = cargo_test();
     build.arg("--all-targets");
     match crate::lanes::build(build) {
-        Ok(bins) => failed.extend(run_lanes(&bins, &args.rest, &skips, &session, after_others)),
+        Ok(bins) => failed.extend(run_lanes(
+            &bins,
+            &args.rest,
+            &skips,
+            &session,
+            doc_tests,
+            board_stage,
+        )),
         Err(e) => {
             eprintln!("xtask test: {e:#}");
             failed.push("building the workspace's tests".to_string());
-            failed.extend(after_others());
+            failed.extend(doc_tests());
+            failed.extend(board_stage());
         }
     }
     drop(tree_ahead);
@@ -179,22 +195,31 @@ pub fn run(args: &TestArgs) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// Runs the test binaries in their two lanes (see `lanes`), the other
-/// tests' lane ending with `after_others`: the guests' lane beside it
-/// where QEMU can be put ahead of it (root), else after it. The guests'
-/// lane writes to a log, shown when it ends. Returns what failed.
+/// Runs the test binaries in their two lanes (see `lanes`): the other
+/// tests, then `after_others`; beside them, where QEMU can be put ahead
+/// of them (root), the guests' tests, with `before_bisect` (the board
+/// stage, whose ARM guests must not run beside the bisection's) ahead of
+/// the real-kernel bisection. Without root the guests' lane comes after.
+/// The guests' tests write to a log, shown when their lane ends. Returns
+/// what failed.
 fn run_lanes(
     bins: &[crate::lanes::TestBinary],
     rest: &[String],
     skips: &SkipLog,
     session: &SessionDirs,
     after_others: impl FnOnce() -> Vec<String> + Send,
+    before_bisect: impl FnOnce() -> Vec<String> + Send,
 ) -> Vec<String> {
-    use crate::lanes::{run_lane, GUEST_TESTS};
-    let mut guests: Vec<crate::lanes::TestBinary> = Vec::new();
-    for name in GUEST_TESTS {
-        guests.extend(bins.iter().filter(|b| b.name == name).cloned());
-    }
+    use crate::lanes::{run_lane, GUEST_TESTS, LAST_GUEST_TEST};
+    let of = |name: &str| -> Vec<crate::lanes::TestBinary> {
+        bins.iter().filter(|b| b.name == name).cloned().collect()
+    };
+    let guests: Vec<crate::lanes::TestBinary> = GUEST_TESTS
+        .iter()
+        .filter(|n| **n != LAST_GUEST_TEST)
+        .flat_map(|n| of(n))
+        .collect();
+    let last = of(LAST_GUEST_TEST);
     let mut others: Vec<crate::lanes::TestBinary> = bins
         .iter()
         .filter(|b| !GUEST_TESTS.contains(&b.name.as_str()))
@@ -212,7 +237,9 @@ fn run_lanes(
     let log = xrunbench_host::util::target_dir().join("xrunbench-guest-lane.log");
     let _ = std::fs::remove_file(&log);
     let guest_lane = || {
-        let failed = run_lane(&guests, rest, &configure, Some(&log));
+        let mut failed = run_lane(&guests, rest, &configure, Some(&log));
+        failed.extend(before_bisect());
+        failed.extend(run_lane(&last, rest, &configure, Some(&log)));
         eprintln!("xtask test: the guests' lane ({}):", log.display());
         eprint!("{}", std::fs::read_to_string(&log).unwrap_or_default());
         failed
