@@ -154,12 +154,10 @@ impl VmSettings {
             vm.modules = c.vm.as_ref().and_then(|own| own.modules.clone());
         }
         if let Some(cmdline) = &c.cmdline {
-            vm.append = [vm.append.as_str(), cmdline]
-                .iter()
-                .filter(|w| !w.is_empty())
-                .copied()
-                .collect::<Vec<_>>()
-                .join(" ");
+            if !vm.append.is_empty() {
+                vm.append.push(' ');
+            }
+            vm.append.push_str(cmdline);
         }
         vm
     }

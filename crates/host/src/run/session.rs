@@ -369,12 +369,7 @@ impl Session {
                     // A board brought back by a power cycle has booted
                     // again: its records carry the new boot's id.
                     if let Ok(p) = self.target.probe() {
-                        if let Some(m) = self.machines.get_mut(planned.config) {
-                            m.boot_id = p.machine.boot_id.clone();
-                        }
-                        if planned.config == 0 {
-                            self.machine.boot_id = p.machine.boot_id;
-                        }
+                        self.booted_again(planned.config, &p.machine.boot_id);
                     }
                 }
                 Err(_) if signals::stop_requested().is_some() => return Ok(TrialEnd::Interrupted),
@@ -394,6 +389,22 @@ impl Session {
                 ": trial {stem} was lost ({reason}): running it again (retry {attempt} of {retries})"
             );
             attempt += 1;
+        }
+    }
+
+    /// Configuration `config`'s machine came back as boot `boot_id`: so
+    /// did every machine that was its boot (configurations sharing a
+    /// guest, and the run's own).
+    fn booted_again(&mut self, config: usize, boot_id: &str) {
+        let Some(was) = self.machines.get(config).map(|m| m.boot_id.clone()) else {
+            return;
+        };
+        let all = self
+            .machines
+            .iter_mut()
+            .chain(std::iter::once(&mut self.machine));
+        for m in all.filter(|m| m.boot_id == was) {
+            m.boot_id = boot_id.to_string();
         }
     }
 
@@ -456,17 +467,34 @@ fn probe_each(
     BTreeMap<String, MachineFingerprint>,
     BTreeMap<String, Vec<String>>,
 )> {
+    // Configurations that share a guest share its probe.
+    let guest_of = match s.target.as_ref().and_then(|t| t.vm.as_ref()) {
+        Some(vm) => guests_of(s, vm).1,
+        None => BTreeMap::new(),
+    };
     let mut first = None;
+    let mut probed: BTreeMap<usize, (MachineFingerprint, Vec<String>)> = BTreeMap::new();
     let mut machines = BTreeMap::new();
     let mut unknown = BTreeMap::new();
     for c in &s.configs {
-        target.select(&c.name).map_err(|e| anyhow::anyhow!(e.0))?;
-        let p = target.probe()?;
-        machines.insert(c.name.clone(), p.machine.clone());
-        if c.cmdline.is_some() {
-            unknown.insert(c.name.clone(), target.unknown_parameters()?);
-        }
-        first.get_or_insert(p);
+        let guest = guest_of.get(&c.name).copied();
+        let known = guest.and_then(|g| probed.get(&g)).cloned();
+        let (machine, words) = match known {
+            Some(m) => m,
+            None => {
+                target.select(&c.name).map_err(|e| anyhow::anyhow!(e.0))?;
+                let p = target.probe()?;
+                let words = target.unknown_parameters()?;
+                let m = (p.machine.clone(), words);
+                if let Some(g) = guest {
+                    probed.insert(g, m.clone());
+                }
+                first.get_or_insert(p);
+                m
+            }
+        };
+        machines.insert(c.name.clone(), machine);
+        unknown.insert(c.name.clone(), words);
     }
     if let Some(c) = s.configs.first() {
         target.select(&c.name).map_err(|e| anyhow::anyhow!(e.0))?;

@@ -107,14 +107,14 @@ impl Guests {
 
     /// Runs `f` on every guest in turn, each running while it does; ends
     /// with the guest that ran before.
-    fn on_each<T>(&self, mut f: impl FnMut(usize, &Ssh) -> Result<T>) -> Result<Vec<T>> {
+    fn on_each<T>(&self, mut f: impl FnMut(usize, &mut Ssh) -> Result<T>) -> Result<Vec<T>> {
         let back = self.inner.borrow().active;
         let count = self.inner.borrow().boards.len();
         let mut out = Vec::new();
         for i in 0..count {
             self.switch(i).map_err(|e| anyhow!(e.0))?;
-            let inner = self.inner.borrow();
-            out.push(f(i, &inner.boards[i])?);
+            let mut inner = self.inner.borrow_mut();
+            out.push(f(i, &mut inner.boards[i])?);
         }
         self.switch(back).map_err(|e| anyhow!(e.0))?;
         Ok(out)
@@ -149,15 +149,7 @@ impl Target for Guests {
     }
 
     fn stage_audio(&mut self, host_path: &Path, probe: &Probe) -> Result<PathBuf> {
-        let back = self.inner.borrow().active;
-        let count = self.inner.borrow().boards.len();
-        let mut paths = Vec::new();
-        for i in 0..count {
-            self.switch(i).map_err(|e| anyhow!(e.0))?;
-            let mut inner = self.inner.borrow_mut();
-            paths.push(inner.boards[i].stage_audio(host_path, probe)?);
-        }
-        self.switch(back).map_err(|e| anyhow!(e.0))?;
+        let paths = self.on_each(|_, b| b.stage_audio(host_path, probe))?;
         let first = paths[0].clone();
         self.inner.borrow_mut().staged.push(paths);
         Ok(first)
@@ -215,11 +207,15 @@ impl Target for Guests {
         let mut inner = self.inner.borrow_mut();
         let mut lines: Vec<String> = inner.frozen.line().into_iter().collect();
         inner.frozen = FrozenCost::default();
-        for b in &mut inner.boards {
-            // A frozen guest cannot answer: it runs to have its staged
-            // files removed.
-            if let Err(e) = b.resume() {
-                lines.push(e.0);
+        let staged = !inner.staged.is_empty();
+        let active = inner.active;
+        for (i, b) in inner.boards.iter_mut().enumerate() {
+            // A frozen guest cannot answer: it runs again only to have its
+            // staged files removed (its tmpfs goes with it otherwise).
+            if staged && i != active {
+                if let Err(e) = b.resume() {
+                    lines.push(e.0);
+                }
             }
             lines.extend(b.finish());
         }
