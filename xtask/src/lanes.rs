@@ -6,8 +6,9 @@
 //! hour. The guests run at nice -20 in a scheduling group of their own
 //! (as root), ahead of the other lane; the other lane's tests must pass
 //! beside 60 busy loops anyway. The bisection, whose verdicts need its
-//! guest ahead of everything, comes last in its lane, when the other lane
-//! has long finished. Cargo cannot run them so: it holds the target
+//! guest ahead of everything, comes last in its lane and waits for the
+//! other lane's tests: their real-time threads preempt QEMU whatever its
+//! nice value. Cargo cannot run them so: it holds the target
 //! directory's lock for as long as `cargo test` runs, so the binaries are
 //! run here as cargo would (in their package's directory, with
 //! `CARGO_MANIFEST_DIR`).

@@ -199,7 +199,9 @@ pub fn run(args: &TestArgs) -> Result<ExitCode> {
 /// tests, then `after_others`; beside them, where QEMU can be put ahead
 /// of them (root), the guests' tests, with `before_bisect` (the board
 /// stage, whose ARM guests must not run beside the bisection's) ahead of
-/// the real-kernel bisection. Without root the guests' lane comes after.
+/// the real-kernel bisection, which also waits for the other tests (not
+/// for `after_others`, the doc tests, which only compile and run at
+/// normal priority). Without root the guests' lane comes after.
 /// The guests' tests write to a log, shown when their lane ends. Returns
 /// what failed.
 fn run_lanes(
@@ -236,9 +238,23 @@ fn run_lanes(
     };
     let log = xrunbench_host::util::target_dir().join("xrunbench-guest-lane.log");
     let _ = std::fs::remove_file(&log);
+    // The other tests' real-time threads (sound servers at FIFO 90,
+    // stall hogs, players at FIFO 80) preempt QEMU whatever its nice
+    // value: a hog's 500 ms on a CPU is a 500 ms gap in the guest's audio,
+    // as long as the planted regression's. The bisection waits for them.
+    let (others_done, others_done_rx) = std::sync::mpsc::channel::<()>();
     let guest_lane = || {
+        let others_done_rx = others_done_rx;
         let mut failed = run_lane(&guests, rest, &configure, Some(&log));
         failed.extend(before_bisect());
+        if others_done_rx.try_recv().is_err() {
+            eprintln!(
+                "xtask test: {LAST_GUEST_TEST} waits for the other tests to end (their \
+                 real-time threads would preempt its guest)"
+            );
+            // An error: the other lane ended without saying (it panicked).
+            let _ = others_done_rx.recv();
+        }
         failed.extend(run_lane(&last, rest, &configure, Some(&log)));
         eprintln!("xtask test: the guests' lane ({}):", log.display());
         eprint!("{}", std::fs::read_to_string(&log).unwrap_or_default());
@@ -254,6 +270,7 @@ fn run_lanes(
         std::thread::scope(|scope| {
             let lane = scope.spawn(guest_lane);
             failed.extend(run_lane(&others, rest, &configure, None));
+            let _ = others_done.send(());
             failed.extend(after_others());
             failed.extend(
                 lane.join()
@@ -264,6 +281,7 @@ fn run_lanes(
         // Without root QEMU cannot be put ahead of the other tests: the
         // guests' tests come after them.
         failed.extend(run_lane(&others, rest, &configure, None));
+        let _ = others_done.send(());
         failed.extend(after_others());
         failed.extend(guest_lane());
     }

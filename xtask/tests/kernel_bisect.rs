@@ -318,10 +318,17 @@ fn bisect_run_names_the_scheduler_commit_that_made_audio_worse_in_a_real_kernel(
         "{stdout}\nbisect-run took {:.0} s",
         started.elapsed().as_secs_f64()
     );
-    assert!(out.status.success(), "{stdout}\n{stderr}");
+    // CI shows a failure's head and tail: its verdicts again at the end.
+    let verdicts: Vec<&str> = stdout.lines().filter(|l| l.starts_with("bisect")).collect();
+    let verdicts = verdicts.join("\n");
+    assert!(
+        out.status.success(),
+        "{stdout}\n{stderr}\nbisect-run {}; its own lines:\n{verdicts}",
+        out.status
+    );
     assert!(
         stdout.contains(&format!("{culprit} is the first bad commit")),
-        "bisect did not name {culprit}:\n{stdout}\n{stderr}"
+        "bisect did not name {culprit}:\n{stdout}\n{stderr}\nits own lines:\n{verdicts}"
     );
     assert_report_confirms(&results, culprit, &stdout);
     assert_steps(&results, broken);

@@ -278,7 +278,7 @@ impl LavaLab {
         Err(last.unwrap_or_else(|| Error::NotReady {
             program: "lava lab",
             name: "ports".into(),
-            waited: Duration::ZERO,
+            why: "no free ports".into(),
             log: String::new(),
         }))
     }
@@ -357,7 +357,7 @@ impl LavaLab {
             return Err(Error::NotReady {
                 program: "lava-server",
                 name: format!("manage {}", args.join(" ")),
-                waited: Duration::ZERO,
+                why: format!("it failed ({})", out.status),
                 log: format!(
                     "{}{}",
                     String::from_utf8_lossy(&out.stdout),
@@ -511,7 +511,7 @@ impl LavaLab {
             .ok_or_else(|| Error::NotReady {
                 program: "lava-server",
                 name: "workers add".into(),
-                waited: Duration::ZERO,
+                why: "it named no token".into(),
                 log: "no `Token: ` line in its output".into(),
             })?;
         write_secret(&self.dir.join("worker/token.in"), worker_token)?;
@@ -629,7 +629,7 @@ impl LavaLab {
         Error::NotReady {
             program: name,
             name: self.url(),
-            waited: READY_WITHIN,
+            why: format!("no answer in {READY_WITHIN:?}"),
             log: self.log(name),
         }
     }
@@ -688,7 +688,7 @@ fn take_lab_lock() -> Result<File, Error> {
             return Err(Error::NotReady {
                 program: "lava lab",
                 name: LAB_LOCK.into(),
-                waited: READY_WITHIN * 10,
+                why: format!("the lock still held after {:?}", READY_WITHIN * 10),
                 log: "another lab holds the lock".into(),
             });
         }
@@ -869,7 +869,7 @@ fn packages_of_libraries(libs: &[String]) -> Result<Vec<String>, Error> {
                 return Err(Error::NotReady {
                     program: "lava lab",
                     name: lib.clone(),
-                    waited: Duration::ZERO,
+                    why: "not packaged".into(),
                     log: "no Debian package found for this library".into(),
                 })
             }
@@ -932,7 +932,7 @@ fn checked(cmd: &mut Command, what: &str) -> Result<String, Error> {
     Err(Error::NotReady {
         program: "lava lab",
         name: what.to_string(),
-        waited: Duration::ZERO,
+        why: format!("it failed ({})", out.status),
         log: format!(
             "{}{}",
             String::from_utf8_lossy(&out.stdout),

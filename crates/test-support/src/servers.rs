@@ -57,19 +57,26 @@ pub enum Error {
         /// Why.
         source: io::Error,
     },
-    /// The server did not become ready in time.
-    #[error("{program} `{name}` not ready after {waited:?}; its log: {log}")]
+    /// The server did not answer within [`READY_LIMIT`], or exited first.
+    #[error("{program} `{name}` not ready: {why}; its log: {log}")]
     NotReady {
         /// The program.
         program: &'static str,
         /// Server name.
         name: String,
-        /// How long we waited.
-        waited: Duration,
+        /// It exited (with its status), or how long we waited.
+        why: String,
         /// What the server printed.
         log: String,
     },
 }
+
+/// How long a server may take to answer before it counts as hung. Not a
+/// timing assumption: the wait ends as soon as the server answers or
+/// exits. On a loaded machine a start takes what it takes (jackd took
+/// over 5 s beside a guest's QEMU at nice -20), so the bound is far beyond
+/// any healthy start.
+pub const READY_LIMIT: Duration = Duration::from_secs(180);
 
 /// Fails with [`Error::NotInstalled`] for the first of `programs` that is
 /// not in `PATH`.
@@ -176,21 +183,21 @@ impl JackServer {
             child: Some(child),
             log_path,
         };
-        server.wait_ready(Duration::from_secs(5))?;
+        server.wait_ready()?;
         Ok(server)
     }
 
-    fn wait_ready(&mut self, limit: Duration) -> Result<(), Error> {
+    fn wait_ready(&mut self) -> Result<(), Error> {
         let mut probe = Command::new("jack_lsp");
         probe.envs(self.env());
-        wait_until_answers(&mut probe, limit, Duration::from_millis(20)).map_err(|waited| {
-            Error::NotReady {
+        wait_until_answers(&mut probe, self.child.as_mut(), Duration::from_millis(20)).map_err(
+            |why| Error::NotReady {
                 program: "jackd",
                 name: self.name.clone(),
-                waited,
+                why,
                 log: std::fs::read_to_string(&self.log_path).unwrap_or_default(),
-            }
-        })
+            },
+        )
     }
 
     /// The server's name.
@@ -443,7 +450,7 @@ impl PulseServer {
         .stdout(files.stdout)
         .stderr(files.stderr);
         server.server = Some(cmd.spawn().map_err(spawn_err)?);
-        server.wait_ready(Duration::from_secs(5))?;
+        server.wait_ready()?;
         if let (Some(priority), Some(pid)) = (config.fifo, server.pid()) {
             make_threads_fifo("pulseaudio", pid, priority)?;
         }
@@ -467,17 +474,17 @@ impl PulseServer {
         Ok(server)
     }
 
-    fn wait_ready(&mut self, limit: Duration) -> Result<(), Error> {
+    fn wait_ready(&mut self) -> Result<(), Error> {
         let mut probe = Command::new("pactl");
         probe.arg("info").envs(self.env());
-        wait_until_answers(&mut probe, limit, Duration::from_millis(20)).map_err(|waited| {
-            Error::NotReady {
+        wait_until_answers(&mut probe, self.server.as_mut(), Duration::from_millis(20)).map_err(
+            |why| Error::NotReady {
                 program: "pulseaudio",
                 name: self.runtime_dir.display().to_string(),
-                waited,
+                why,
                 log: std::fs::read_to_string(&self.log_path).unwrap_or_default(),
-            }
-        })
+            },
+        )
     }
 
     /// PID of the server process.
@@ -625,22 +632,29 @@ fn stop_child(mut child: Child, reach: Reach) {
     }
 }
 
-/// Runs `probe` every `interval` until it exits 0 (the server answers);
-/// `Err(limit)` if it has not within `limit`.
+/// Runs `probe` every `interval` until it exits 0 (the server answers).
+/// Fails, saying why, when `server` has exited first, or after
+/// [`READY_LIMIT`] (a hung server).
 fn wait_until_answers(
     probe: &mut Command,
-    limit: Duration,
+    mut server: Option<&mut Child>,
     interval: Duration,
-) -> Result<(), Duration> {
+) -> Result<(), String> {
     probe.stdout(Stdio::null()).stderr(Stdio::null());
     let start = Instant::now();
-    while start.elapsed() < limit {
+    while start.elapsed() < READY_LIMIT {
         if probe.status().is_ok_and(|s| s.success()) {
             return Ok(());
         }
+        if let Some(Ok(Some(status))) = server.as_deref_mut().map(Child::try_wait) {
+            return Err(format!(
+                "it exited ({status}) after {:.1} s",
+                start.elapsed().as_secs_f64()
+            ));
+        }
         std::thread::sleep(interval);
     }
-    Err(limit)
+    Err(format!("no answer in {READY_LIMIT:?}"))
 }
 
 impl Drop for PulseServer {
@@ -705,12 +719,12 @@ impl PipeWireServer {
             .stdout(files.stdout)
             .stderr(files.stderr);
         server.session = Some(cmd.spawn().map_err(spawn_err)?);
-        server.wait_for(Duration::from_secs(5), &["info", "0"])?;
+        server.wait_for(&["info", "0"])?;
         let sink = format!(
             "{{ factory.name=support.null-audio-sink node.name={PIPEWIRE_SINK} \
              media.class=Audio/Sink object.linger=true audio.position=[FL FR] audio.rate=48000 }}"
         );
-        server.wait_for(Duration::from_secs(5), &["create-node", "adapter", &sink])?;
+        server.wait_for(&["create-node", "adapter", &sink])?;
         // WirePlumber links new streams to sinks it knows of.
         std::thread::sleep(Duration::from_millis(1500));
         Ok(server)
@@ -737,17 +751,17 @@ impl PipeWireServer {
         Ok(())
     }
 
-    fn wait_for(&mut self, limit: Duration, args: &[&str]) -> Result<(), Error> {
+    fn wait_for(&mut self, args: &[&str]) -> Result<(), Error> {
         let mut probe = Command::new("pw-cli");
         probe.args(args).envs(self.env());
-        wait_until_answers(&mut probe, limit, Duration::from_millis(50)).map_err(|waited| {
-            Error::NotReady {
+        wait_until_answers(&mut probe, self.session.as_mut(), Duration::from_millis(50)).map_err(
+            |why| Error::NotReady {
                 program: "pipewire",
                 name: self.runtime_dir.display().to_string(),
-                waited,
+                why,
                 log: std::fs::read_to_string(&self.log_path).unwrap_or_default(),
-            }
-        })
+            },
+        )
     }
 
     /// Environment a client needs to reach this server.
@@ -775,6 +789,31 @@ impl Drop for PipeWireServer {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_server_that_exits_before_it_answers_ends_the_wait_with_its_status() {
+        let mut server = Command::new("sh").args(["-c", "exit 3"]).spawn().unwrap();
+        let why = wait_until_answers(
+            &mut Command::new("false"),
+            Some(&mut server),
+            Duration::from_millis(20),
+        )
+        .unwrap_err();
+        assert!(why.starts_with("it exited (exit status: 3)"), "{why}");
+    }
+
+    #[test]
+    fn a_server_that_answers_ends_the_wait() {
+        let mut server = Command::new("sleep").arg("600").spawn().unwrap();
+        let answered = wait_until_answers(
+            &mut Command::new("true"),
+            Some(&mut server),
+            Duration::from_millis(20),
+        );
+        server.kill().unwrap();
+        server.wait().unwrap();
+        assert_eq!(answered, Ok(()));
+    }
 
     #[test]
     fn jack_servers_leave_the_registry_as_they_found_it() {

@@ -33,8 +33,9 @@ use crate::servers::{require, spawn_error, unique_name, Error};
 /// absolute path, and /usr/sbin is not in every user's PATH).
 pub const SSHD_PATH: &str = "/usr/sbin/sshd";
 
-/// How long sshd may take to answer on a busy machine.
-const READY_WITHIN: Duration = Duration::from_secs(30);
+/// How long sshd may take to answer before it counts as hung (the wait
+/// ends as soon as it listens or exits).
+const READY_WITHIN: Duration = crate::servers::READY_LIMIT;
 
 /// A private sshd on 127.0.0.1; see the module documentation.
 #[derive(Debug)]
@@ -111,7 +112,7 @@ impl TestBoard {
         Err(last.unwrap_or(Error::NotReady {
             program: "sshd",
             name: "testboard".into(),
-            waited: READY_WITHIN,
+            why: "every port tried was taken".into(),
             log: String::new(),
         }))
     }
@@ -222,7 +223,7 @@ impl TestBoard {
         Err(Error::NotReady {
             program: "sshd",
             name: format!("127.0.0.1:{}", self.port),
-            waited: start.elapsed(),
+            why: format!("not listening after {:.1} s", start.elapsed().as_secs_f64()),
             log: self.log(),
         })
     }
