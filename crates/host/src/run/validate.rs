@@ -158,7 +158,8 @@ pub fn cmdline_read_back(
             let why = if !running.contains(&word) {
                 Some(format!("/proc/cmdline is `{}`", one_line(&m.cmdline)))
             } else if unknown.get(i).is_some_and(|u| u.iter().any(|w| w == word)) {
-                Some("the kernel does not know it (it passed it on to user space)".to_string())
+                Some("the kernel did not take it (it passed it on to user space: a parameter it does not \
+                     know, or one whose value it refused)".to_string())
             } else if let Some(mode) = word.strip_prefix("preempt=") {
                 match &m.preempt {
                     Some(p) if p == mode => None,
@@ -480,7 +481,7 @@ mod tests {
             "config `lazy`: cmdline: `threadirqs` not applied: /proc/cmdline is `console=ttyS0 preempt=lazy`"
         ));
         assert!(lines[2].ends_with(
-            "config `odd`: cmdline: `nosuch=1` not applied: the kernel does not know it (it passed it on to user space)"
+            "config `odd`: cmdline: `nosuch=1` not applied: the kernel did not take it (it passed it on to user space: a parameter it does not know, or one whose value it refused)"
         ));
     }
 
