@@ -2,7 +2,8 @@
 //! `check` on this machine, the local target): every invalid file of the
 //! corpus fails with exit 2 and its expected one-line message, and every
 //! shipped scenario validates (or, for debugfs-only ones on a machine
-//! without debugfs, fails with "not permitted").
+//! without debugfs, fails with "not permitted"; VM-lab ones are read and
+//! resolved, not booted).
 
 mod support;
 

@@ -409,11 +409,23 @@ fn interrupted(
         .spawn()
         .unwrap();
     let stderr = || std::fs::read_to_string(&err_file).unwrap_or_default();
-    let reached = wait_for(900, || there(&stderr()));
+    // Until it gets there, or ends without (then at once, with its
+    // stderr: a guest that failed to boot ends the run).
+    let mut ended_early = None;
+    let reached = wait_for(900, || {
+        if there(&stderr()) {
+            return true;
+        }
+        ended_early = child.try_wait().unwrap();
+        ended_early.is_some()
+    }) && ended_early.is_none();
     if !reached {
         let _ = child.kill();
         let _ = child.wait();
-        panic!("never got there: {}", stderr());
+        match ended_early {
+            Some(status) => panic!("the run ended ({status}) before it got there: {}", stderr()),
+            None => panic!("never got there: {}", stderr()),
+        }
     }
     // SAFETY: kill(2) of our own child.
     unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGINT) };
