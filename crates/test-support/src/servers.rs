@@ -793,23 +793,20 @@ mod tests {
     #[test]
     fn a_server_that_exits_before_it_answers_ends_the_wait_with_its_status() {
         let mut server = Command::new("sh").args(["-c", "exit 3"]).spawn().unwrap();
-        let why = wait_until_answers(
-            &mut Command::new("false"),
-            Some(&mut server),
-            Duration::from_millis(20),
-        )
-        .unwrap_err();
+        let mut never = Command::new("sh");
+        never.args(["-c", "exit 1"]);
+        let why = wait_until_answers(&mut never, Some(&mut server), Duration::from_millis(20))
+            .unwrap_err();
         assert!(why.starts_with("it exited (exit status: 3)"), "{why}");
     }
 
     #[test]
     fn a_server_that_answers_ends_the_wait() {
         let mut server = Command::new("sleep").arg("600").spawn().unwrap();
-        let answered = wait_until_answers(
-            &mut Command::new("true"),
-            Some(&mut server),
-            Duration::from_millis(20),
-        );
+        let mut answers = Command::new("sh");
+        answers.args(["-c", "exit 0"]);
+        let answered =
+            wait_until_answers(&mut answers, Some(&mut server), Duration::from_millis(20));
         server.kill().unwrap();
         server.wait().unwrap();
         assert_eq!(answered, Ok(()));
