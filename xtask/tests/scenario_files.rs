@@ -72,17 +72,15 @@ fn boots_guests(p: &Path) -> bool {
         p.display(),
         vm.kernel.display()
     );
-    for c in s
-        .configs
-        .iter()
-        .filter_map(|c| c.vm.as_ref().map(|v| (&c.name, v)))
-    {
-        let (name, v) = c;
-        assert!(
-            v.kernel.is_some() || v.debian.is_some(),
-            "{}: config `{name}` names no kernel",
-            p.display()
-        );
+    for c in &s.configs {
+        if let Some(v) = &c.vm {
+            assert!(
+                v.kernel.is_some() || v.debian.is_some(),
+                "{}: config `{}` names no kernel",
+                p.display(),
+                c.name
+            );
+        }
     }
     true
 }

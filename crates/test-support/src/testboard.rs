@@ -27,15 +27,11 @@ use std::time::{Duration, Instant};
 
 use xrunbench_programs::{programs, Program};
 
-use crate::servers::{require, spawn_error, unique_name, Error};
+use crate::servers::{require, spawn_error, unique_name, Error, READY_LIMIT};
 
 /// Where Debian's openssh-server puts sshd (it must be started by its
 /// absolute path, and /usr/sbin is not in every user's PATH).
 pub const SSHD_PATH: &str = "/usr/sbin/sshd";
-
-/// How long sshd may take to answer before it counts as hung (the wait
-/// ends as soon as it listens or exits).
-const READY_WITHIN: Duration = crate::servers::READY_LIMIT;
 
 /// A private sshd on 127.0.0.1; see the module documentation.
 #[derive(Debug)]
@@ -204,7 +200,7 @@ impl TestBoard {
             .map_err(spawn_error("sshd"))?;
         self.child = Some(child);
         let start = Instant::now();
-        while start.elapsed() < READY_WITHIN {
+        while start.elapsed() < READY_LIMIT {
             // A banner alone may be another board's sshd that took the
             // same port first (a free port is free only until bound): only
             // our sshd's own log says the port is ours.

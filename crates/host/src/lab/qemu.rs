@@ -339,10 +339,6 @@ fn monitor_beside(console: &Path) -> PathBuf {
     console.with_extension("qmp")
 }
 
-/// The host port QEMU bound for the guest's sshd, asked of its monitor.
-/// A QEMU that refuses to boot (not a kernel) may accept the monitor's
-/// connection and end under it: a monitor that fails is then reported as
-/// QEMU's own ending, with its message.
 /// The panic in a guest's console, with what says where it happened: the
 /// oops' first line (`BUG:`, `general protection fault`, …) and its `RIP:`
 /// or `pc :` line, which the panic line alone ("Fatal exception in
@@ -371,6 +367,10 @@ fn panic_of(console: &str) -> Option<String> {
     Some(parts.join("; "))
 }
 
+/// The host port QEMU bound for the guest's sshd, asked of its monitor.
+/// A QEMU that refuses to boot (not a kernel) may accept the monitor's
+/// connection and end under it: a monitor that fails is then reported as
+/// QEMU's own ending, with its message.
 fn forwarded_ssh_port(boot: &Boot, child: &mut Child, stderr: &Path) -> Result<u16, BootError> {
     let ended = |child: &mut Child| -> Option<String> {
         match child.try_wait() {
