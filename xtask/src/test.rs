@@ -662,6 +662,10 @@ fn board_stage(arches: &[Arch], stage: Stage) -> Result<Vec<String>> {
                 &format!("{arch} Debian's kernel fetched"),
                 xrunbench_host::lab::kernel::debian(arch, false).map(drop),
             ));
+            failed.extend(outcome(
+                &format!("{arch} guest's sshd and libraries fetched"),
+                xrunbench_host::lab::userland::Userland::ensure(arch).map(drop),
+            ));
             continue;
         }
         eprint!("{}", board::build::report(&built));
@@ -685,8 +689,8 @@ fn board_stage(arches: &[Arch], stage: Stage) -> Result<Vec<String>> {
         ));
         for b in &built {
             failed.extend(outcome(
-                &format!("{arch} one trial on Debian's kernel under qemu-system (snd-aloop)"),
-                kernel_trial(b),
+                &format!("{arch} board of the VM lab: a scenario on Debian's kernel over SSH"),
+                arm_board_run(b, &scratch),
             ));
         }
     }
@@ -695,68 +699,114 @@ fn board_stage(arches: &[Arch], stage: Stage) -> Result<Vec<String>> {
     Ok(failed)
 }
 
-/// One short trial (a tone on the kernel's snd-aloop through ALSA's
-/// `hw:0`, hackbench beside it) on Debian's kernel of `built`'s
-/// architecture, booted under QEMU with the cross-built binaries: the
-/// board binaries on a real ARM kernel's sound driver, not only on this
-/// machine's kernel through qemu-user. (arm64's and armmp's Debian kernels
-/// have snd-aloop, not snd-dummy.)
-fn kernel_trial(built: &board::build::Built) -> Result<()> {
-    use xrunbench_host::lab::{initramfs::Sound, kernel, oneshot};
+/// The scenario the board stage runs on each ARM board of the VM lab:
+/// seed 003's knob (the scheduler's NEXT_BUDDY feature through debugfs)
+/// on and off, a tone through ALSA's `default` device (plug and dmix in
+/// front of the card, as on a board without a sound server) with
+/// hackbench beside it, one short trial each. The buffer is small so that
+/// the emulated board underruns, as libasound's plugins must survive.
+const ARM_BOARD_SCENARIO: &str = r#"name = "arm-board"
+trials = 1
+duration = "2s"
+warmup = "0s"
+[audio]
+generate = { tone_hz = 440, seconds = 2, rate = 48000, channels = 2, format = "S16_LE" }
+backend = "alsa"
+buffer_time = "20ms"
+period_time = "5ms"
+[load]
+hackbench = { groups = 2, loops = 10 }
+[[config]]
+name = "next-buddy"
+sched_features = ["NEXT_BUDDY"]
+[[config]]
+name = "no-next-buddy"
+sched_features = ["NO_NEXT_BUDDY"]
+"#;
+
+/// A scenario run on Debian's kernel of `built`'s architecture booted
+/// under QEMU as a whole board of the VM lab (`--target vm:KERNEL`): its
+/// own sshd, the cross-built binaries deployed over SSH, a scheduler knob
+/// set, read back and restored in the guest, the kernel's snd-aloop
+/// played. The records must name the guest's architecture and kernel.
+fn arm_board_run(built: &board::build::Built, scratch: &std::path::Path) -> Result<()> {
     use xrunbench_schema::trial::TrialOutcome;
-    let kernel = kernel::debian(built.arch, false)?;
-    let sysroot = built
-        .sysroot
-        .as_ref()
-        .context("a cross build without its sysroot")?;
-    let spec = serde_json::json!({
-        "schema": xrunbench_schema::trial::TRIAL_SPEC_SCHEMA,
-        "trial": { "scenario": "board", "config": "aloop", "k": 1, "seq": 1 },
-        "audio": { "tone": { "rate": 48000, "channels": 2, "seconds": 2 } },
-        "player": { "backend": "alsa", "device": "hw:0",
-                    "buffer_time_us": 100000, "period_time_us": 25000 },
-        "load": { "hackbench": { "groups": 1, "fds": 2, "loops": 10, "datasize": 100,
-                                 "mode": "process", "transport": "socket" } },
-        "warmup_us": 0,
-        "duration_us": 2_000_000,
-    });
-    let r = oneshot::trial(
-        built.arch,
-        &kernel,
-        &built.dir,
-        sysroot,
-        Sound::Aloop,
-        &spec.to_string(),
-    )?;
-    anyhow::ensure!(
-        r.outcome == TrialOutcome::Ran,
-        "the trial did not run: {:?}",
-        r.outcome
-    );
-    anyhow::ensure!(
-        r.machine.kernel_release == kernel.release,
-        "it ran on {}, not {}",
-        r.machine.kernel_release,
-        kernel.release
-    );
-    let p = r.player.as_ref().context("no player report")?;
-    anyhow::ensure!(
-        p.params.backend == "alsa" && p.params.device == "hw:0" && p.params.hardware,
-        "played to {} {} (hardware: {}), not the kernel's card hw:0",
-        p.params.backend,
-        p.params.device,
-        p.params.hardware
-    );
-    // Frames, not time: exactly what was asked for, however slow the
-    // emulated CPU was.
-    anyhow::ensure!(
-        p.frames_written == 2 * u64::from(p.file.rate),
-        "wrote {} frames of 2 s at {} Hz",
-        p.frames_written,
-        p.file.rate
-    );
-    let load = r.load.as_ref().context("no load report")?;
-    anyhow::ensure!(load.ended == "signal", "the load ended by {}", load.ended);
+    let kernel = xrunbench_host::lab::kernel::debian(built.arch, false)?;
+    let dir = scratch.join(format!("arm-board-{}", built.arch));
+    std::fs::create_dir_all(&dir)?;
+    let scenario = dir.join("arm-board.toml");
+    std::fs::write(&scenario, ARM_BOARD_SCENARIO)?;
+    let results = dir.join("results");
+    let mut run = std::process::Command::new(this_program());
+    run.arg("run")
+        .arg(&scenario)
+        .arg("--target")
+        .arg(format!("vm:{}", kernel.image.display()))
+        .arg("--bin-dir")
+        .arg(&built.dir)
+        .arg("--results-dir")
+        .arg(&results);
+    run_checked(&mut run)?;
+    let run_dir = std::fs::read_dir(results.join("arm-board"))?
+        .flatten()
+        .map(|e| e.path())
+        .next()
+        .context("the run left no run directory")?;
+    let records = xrunbench_host::results::RunDir::load(&run_dir)?.records;
+    anyhow::ensure!(records.len() == 2, "{} trial records, not 2", records.len());
+    for r in &records {
+        let name = format!("{}-{}", r.trial.config, r.trial.k);
+        anyhow::ensure!(
+            r.outcome == TrialOutcome::Ran,
+            "{name} did not run: {:?}",
+            r.outcome
+        );
+        anyhow::ensure!(
+            r.machine.kernel_release == kernel.release && r.machine.arch == built.arch.name(),
+            "{name} ran on {} {}, not {} {}",
+            r.machine.arch,
+            r.machine.kernel_release,
+            built.arch,
+            kernel.release
+        );
+        let wanted = if r.trial.config == "next-buddy" {
+            "NEXT_BUDDY"
+        } else {
+            "NO_NEXT_BUDDY"
+        };
+        let knob = r
+            .knobs
+            .iter()
+            .find(|k| k.path.ends_with("sched/features"))
+            .with_context(|| format!("{name}: no sched_features knob in its record"))?;
+        anyhow::ensure!(
+            knob.requested.contains(wanted)
+                && knob
+                    .read_back
+                    .as_deref()
+                    .is_some_and(|b| b.contains(wanted))
+                && knob.restored.as_deref() == Some(knob.found.as_str()),
+            "{name}: sched_features asked {}, read back {:?}, restored {:?} (found {})",
+            knob.requested,
+            knob.read_back,
+            knob.restored,
+            knob.found
+        );
+        let p = r.player.as_ref().context("no player report")?;
+        eprintln!(
+            "board: {} {name}: {} underruns through `default`",
+            built.arch,
+            p.events.len()
+        );
+        // Frames, not time: exactly what was asked for, however slow the
+        // emulated CPU was.
+        anyhow::ensure!(
+            p.frames_written == 2 * u64::from(p.file.rate),
+            "{name}: wrote {} frames of 2 s at {} Hz",
+            p.frames_written,
+            p.file.rate
+        );
+    }
     Ok(())
 }
 

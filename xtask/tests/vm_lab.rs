@@ -354,8 +354,8 @@ fn bad_lab_input_is_one_line_and_leaves_no_guest() {
                 toml_string(&kernel().display().to_string()),
                 toml_string(&no_hda.display().to_string())
             ),
-            1,
-            "the kernel has no snd-hda-codec-generic".into(),
+            2,
+            "target.vm.sound: the kernel".into(),
         ),
     ];
     for (name, vm, code, want) in cases {

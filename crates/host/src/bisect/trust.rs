@@ -335,6 +335,12 @@ mod tests {
         }
         std::fs::create_dir_all(d.path().join("mods")).unwrap();
         std::fs::write(d.path().join("mods/modules.dep"), "").unwrap();
+        // The lab's default card, built in.
+        std::fs::write(
+            d.path().join("mods/modules.builtin"),
+            "kernel/sound/drivers/snd-dummy.ko\n",
+        )
+        .unwrap();
         d
     }
 

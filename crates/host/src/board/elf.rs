@@ -1,6 +1,7 @@
 //! What a binary needs from the board's C library: the symbol versions in
 //! its ELF `.gnu.version_r` section (e.g. `GLIBC_2.34` from `libc.so.6`).
 //! The highest `GLIBC_x.y` there is the oldest glibc the binary runs on.
+//! Also the libraries it loads (`DT_NEEDED`) and the machine it is for.
 //!
 //! Read with the `object` crate, for little-endian ELF32 and ELF64
 //! (armv7, aarch64, x86_64), so that no binutils of the right architecture
@@ -85,17 +86,70 @@ pub fn min_glibc(needs: &[VersionNeed]) -> Option<GlibcVersion> {
 
 /// The versions `elf` needs, per library, in file order.
 pub fn version_needs(elf: &[u8]) -> Result<Vec<VersionNeed>, ElfError> {
-    // e_ident: the magic, the class (1: ELF32, 2: ELF64), the data
-    // encoding (1: little-endian).
+    match class_of(elf)? {
+        1 => needs_of::<object::elf::FileHeader32<LittleEndian>>(elf),
+        _ => needs_of::<object::elf::FileHeader64<LittleEndian>>(elf),
+    }
+}
+
+/// The libraries `elf` loads (its `DT_NEEDED` entries), in file order;
+/// none for a static binary.
+pub fn needed(elf: &[u8]) -> Result<Vec<String>, ElfError> {
+    match class_of(elf)? {
+        1 => needed_of::<object::elf::FileHeader32<LittleEndian>>(elf),
+        _ => needed_of::<object::elf::FileHeader64<LittleEndian>>(elf),
+    }
+}
+
+/// The architecture `elf` was built for (its `e_machine`), when it is one
+/// of ours.
+pub fn arch(elf: &[u8]) -> Result<Option<crate::board::arch::Arch>, ElfError> {
+    use crate::board::arch::Arch;
+    class_of(elf)?;
+    // e_machine: a 16-bit field right after e_ident (16 bytes) and e_type.
+    let machine = elf
+        .get(18..20)
+        .map(|b| u16::from_le_bytes([b[0], b[1]]))
+        .ok_or(ElfError::NotElf)?;
+    Ok(match machine {
+        object::elf::EM_X86_64 => Some(Arch::X86_64),
+        object::elf::EM_AARCH64 => Some(Arch::Aarch64),
+        object::elf::EM_ARM => Some(Arch::Armv7),
+        _ => None,
+    })
+}
+
+/// The ELF class of a little-endian ELF file (1: ELF32, 2: ELF64), from
+/// e_ident: the magic, the class, the data encoding (1: little-endian).
+fn class_of(elf: &[u8]) -> Result<u8, ElfError> {
     let ident = elf.get(..6).ok_or(ElfError::NotElf)?;
-    if &ident[..4] != b"\x7fELF" || ident[5] != 1 {
+    if &ident[..4] != b"\x7fELF" || ident[5] != 1 || !matches!(ident[4], 1 | 2) {
         return Err(ElfError::NotElf);
     }
-    match ident[4] {
-        1 => needs_of::<object::elf::FileHeader32<LittleEndian>>(elf),
-        2 => needs_of::<object::elf::FileHeader64<LittleEndian>>(elf),
-        _ => Err(ElfError::NotElf),
+    Ok(ident[4])
+}
+
+/// [`needed`] of a file of the class `Elf`.
+fn needed_of<Elf: FileHeader<Endian = LittleEndian>>(data: &[u8]) -> Result<Vec<String>, ElfError> {
+    use object::read::elf::Dyn;
+    let corrupt = |e: object::read::Error| ElfError::Corrupt(e.to_string());
+    let header = Elf::parse(data).map_err(corrupt)?;
+    let endian = header.endian().map_err(|_| ElfError::NotElf)?;
+    let sections = header.sections(endian, data).map_err(corrupt)?;
+    let Some((dynamic, strings_at)) = sections.dynamic(endian, data).map_err(corrupt)? else {
+        return Ok(Vec::new());
+    };
+    let strings = sections
+        .strings(endian, data, strings_at)
+        .map_err(corrupt)?;
+    let mut out = Vec::new();
+    for d in dynamic {
+        if d.tag32(endian) == Some(object::elf::DT_NEEDED) {
+            let name = d.string(endian, strings).map_err(corrupt)?;
+            out.push(String::from_utf8_lossy(name).into_owned());
+        }
     }
+    Ok(out)
 }
 
 /// [`version_needs`] of a file of the class `Elf`.
@@ -274,5 +328,15 @@ mod tests {
         let libc = needs.iter().find(|n| n.file == "libc.so.6");
         assert!(libc.is_some(), "{needs:?}");
         assert!(min_glibc(&needs).unwrap() >= "2.2".parse().unwrap());
+    }
+
+    #[test]
+    fn the_libraries_a_program_loads_and_its_machine_are_read() {
+        // This test's own binary: linked against glibc, built for here.
+        let me = std::fs::read(std::env::current_exe().unwrap()).unwrap();
+        assert!(needed(&me).unwrap().iter().any(|n| n == "libc.so.6"));
+        assert_eq!(arch(&me).unwrap(), crate::board::arch::Arch::host());
+        assert_eq!(needed(b"#!/bin/sh\n"), Err(ElfError::NotElf));
+        assert_eq!(arch(b"\x7fELF\x03\x01"), Err(ElfError::NotElf));
     }
 }

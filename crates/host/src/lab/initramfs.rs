@@ -3,8 +3,8 @@
 //! driver's modules in load order (from the kernel's `modules.dep`), the
 //! libraries the board binaries load, ALSA's configuration, and the trial
 //! channel — an sshd with a host key made for the lab, which the host
-//! checks, or, for a one-shot trial, the spec and the board binaries
-//! themselves. `/init` mounts what a trial needs (proc, sys, devtmpfs,
+//! checks, or, for a board farm, a shell on the console with the board
+//! binaries. `/init` mounts what a trial needs (proc, sys, devtmpfs,
 //! tmpfs on /dev/shm, /run and /tmp, debugfs), loads the modules, waits
 //! for the sound card (HDA probes its codec asynchronously) and says on
 //! the console when it is ready — or why not.
@@ -22,15 +22,10 @@ use crate::board::arch::Arch;
 /// The line the guest prints on its console once it is ready (its sshd
 /// up).
 pub const READY: &str = "xrunbench-lab: ready";
-/// The line a one-shot guest prints when its trial starts.
-pub const TRIAL_STARTS: &str = "xrunbench-lab: trial";
 /// The line it prints when the sound card never came; the driver follows.
 pub const NO_SOUND: &str = "xrunbench-lab: no sound card";
-/// The line before a one-shot trial's record (base64 lines follow) and
-/// the one after.
-pub const RECORD_BEGIN: &str = "xrunbench-lab: record";
-/// See [`RECORD_BEGIN`].
-pub const RECORD_END: &str = "xrunbench-lab: end of record";
+/// The line it prints when its sshd did not start; sshd's log follows.
+pub const NO_SSHD: &str = "xrunbench-lab: sshd did not start";
 
 /// The guest's sound driver.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -121,6 +116,47 @@ pub fn load_order(modules: &Path, wanted: &[&str]) -> Result<Vec<PathBuf>> {
     Ok(order.into_iter().map(|m| modules.join(m)).collect())
 }
 
+/// The first module of a modules tree (`modules.dep`'s first entry), as
+/// a file.
+pub fn first_module(modules: &Path) -> Option<PathBuf> {
+    let dep = fs::read_to_string(modules.join("modules.dep")).ok()?;
+    let first = dep.lines().find_map(|l| l.split_once(':'))?.0;
+    Some(modules.join(first)).filter(|p| p.is_file())
+}
+
+/// The sound card drivers of a modules tree, modules and built in (those
+/// under `sound/drivers`, `sound/pci`, `sound/usb` and `sound/virtio`:
+/// not the sound core, codecs or helper libraries), sorted.
+pub fn sound_drivers(modules: &Path) -> Vec<String> {
+    let dep = fs::read_to_string(modules.join("modules.dep")).unwrap_or_default();
+    let builtin = fs::read_to_string(modules.join("modules.builtin")).unwrap_or_default();
+    let paths = dep
+        .lines()
+        .filter_map(|l| l.split_once(':').map(|(m, _)| m))
+        .chain(builtin.lines());
+    let mut out: Vec<String> = paths
+        .filter(|p| {
+            [
+                "sound/drivers/",
+                "sound/pci/",
+                "sound/usb/",
+                "sound/virtio/",
+            ]
+            .iter()
+            .any(|d| p.contains(d))
+        })
+        .filter_map(|p| module_name(Path::new(p)))
+        .filter(|n| {
+            !["codec", "core", "lib", "mpu401-uart"]
+                .iter()
+                .any(|x| n.contains(x))
+        })
+        .collect();
+    out.sort();
+    out.dedup();
+    out
+}
+
 /// The compressions a module file may have (Debian's from 6.12: xz), with
 /// the program that undoes each (xz-utils, zstd and gzip are on every
 /// Debian system).
@@ -140,7 +176,7 @@ pub fn module_name(path: &Path) -> Option<String> {
 /// A module file's ELF object: decompressed when the file is compressed
 /// (the guest's busybox `insmod` loads plain objects only); with the name
 /// it has in the guest (`snd-dummy.ko`).
-fn module_object(path: &Path) -> Result<(Vec<u8>, String)> {
+pub fn module_object(path: &Path) -> Result<(Vec<u8>, String)> {
     let name = file_name(path);
     let Some((ext, program)) = COMPRESSED.iter().find(|(ext, _)| name.ends_with(ext)) else {
         let bytes = fs::read(path).with_context(|| format!("reading {}", path.display()))?;
@@ -168,6 +204,8 @@ pub enum Channel {
     /// An sshd on port 22 with `host_key` (private key file), letting in
     /// root with `authorized_key` (a public key line).
     Ssh {
+        /// The sshd to run (a file here, of the guest's architecture).
+        sshd: PathBuf,
         /// The lab's host key, private.
         host_key: PathBuf,
         /// The lab's client key, public (one line).
@@ -177,14 +215,6 @@ pub enum Channel {
     /// `/lab/bin`: for a board farm (LAVA) whose jobs type their commands at
     /// the prompt ([`CONSOLE_PROMPT`]), no network and no overlay needed.
     Console {
-        /// The directory of xrun-trial, xrun-player, xrun-hackbench.
-        bins: PathBuf,
-    },
-    /// No network: `/init` runs one trial (`spec`, JSON) with the board
-    /// binaries in `bins`, prints its record on the console and powers off.
-    Oneshot {
-        /// The trial spec.
-        spec: String,
         /// The directory of xrun-trial, xrun-player, xrun-hackbench.
         bins: PathBuf,
     },
@@ -299,13 +329,17 @@ impl Image<'_> {
             b"root:x:0:0:root:/root:/bin/sh\nsshd:x:100:65534::/run/sshd:/bin/false\n".to_vec(),
             0o644,
         );
+        // audio: ALSA's `default` device on a card without a
+        // configuration of its own is dmix, which refuses to open without
+        // that group (its ipc_gid), as on a Debian board.
         t.file(
             "/etc/group",
-            b"root:x:0:\nnogroup:x:65534:\n".to_vec(),
+            b"root:x:0:\naudio:x:29:\nnogroup:x:65534:\n".to_vec(),
             0o644,
         );
         let tail = match &self.channel {
             Channel::Ssh {
+                sshd,
                 host_key,
                 authorized_key,
             } => {
@@ -320,17 +354,12 @@ impl Image<'_> {
                     SSHD_CONFIG.as_bytes().to_vec(),
                     0o644,
                 );
-                t.copy(Path::new(SSHD), SSHD, 0o755)?;
-                ssh_tail(self.arch)
+                t.copy(sshd, SSHD, 0o755)?;
+                ssh_tail()
             }
             Channel::Console { bins } => {
                 copy_board_binaries(&mut t, bins)?;
                 console_tail()
-            }
-            Channel::Oneshot { spec, bins } => {
-                copy_board_binaries(&mut t, bins)?;
-                t.file("/lab/spec.json", spec.clone().into_bytes(), 0o644);
-                ONESHOT_TAIL.to_string()
             }
         };
         t.file("/init", init_script(self.sound, &tail).into_bytes(), 0o755);
@@ -345,7 +374,8 @@ impl Image<'_> {
 
 /// ALSA's configuration (alsa.conf and the cards' files).
 const ALSA_SHARE: &str = "/usr/share/alsa";
-/// The sshd the guest runs (the host's, for a guest of its architecture).
+/// Where the guest's sshd is (the host's, for a guest of its
+/// architecture), here and in the guest.
 pub const SSHD: &str = "/usr/sbin/sshd";
 
 const SSHD_CONFIG: &str = "\
@@ -411,15 +441,20 @@ fn init_script(sound: Sound, tail: &str) -> String {
 }
 
 /// The SSH channel's end of `/init`: the network (QEMU's user network
-/// gives 10.0.2.15), sshd, and the ready line; then it idles.
-fn ssh_tail(_arch: Arch) -> String {
+/// gives 10.0.2.15), sshd, and the ready line — or, when sshd did not
+/// start (it forks only once its configuration, keys and libraries are
+/// in order), [`NO_SSHD`] and its log; then it idles.
+fn ssh_tail() -> String {
     format!(
         "ip link set lo up\n\
          for n in /sys/class/net/*; do n=${{n##*/}}; [ \"$n\" = lo ] || {{ ip addr add 10.0.2.15/24 dev $n; ip link set $n up; }}; done\n\
          ip route add default via 10.0.2.2\n\
          mkdir -p /run/sshd\n\
-         {SSHD} -f /etc/ssh/sshd_config -E /tmp/sshd.log\n\
+         if {SSHD} -f /etc/ssh/sshd_config -E /tmp/sshd.log; then\n\
          echo \"{READY} $(cut -d' ' -f1 /proc/uptime)\"\n\
+         else\n\
+         echo \"{NO_SSHD} (exit $?): $(tail -n 3 /tmp/sshd.log | tr '\\n' ' ')\"\n\
+         fi\n\
          while :; do sleep 3600; done\n"
     )
 }
@@ -486,19 +521,6 @@ fn console_tail() -> String {
          exec setsid cttyhack sh\n"
     )
 }
-
-/// The one-shot end of `/init`: one trial, its record on the console,
-/// then power off.
-const ONESHOT_TAIL: &str = "\
-echo \"xrunbench-lab: trial $(cut -d' ' -f1 /proc/uptime)\"
-/lab/bin/xrun-trial run /lab/spec.json > /tmp/record.json 2> /tmp/trial.log
-echo \"xrunbench-lab: trial exit $?\"
-echo \"xrunbench-lab: record\"
-base64 /tmp/record.json
-echo \"xrunbench-lab: end of record\"
-tail -n 5 /tmp/trial.log
-poweroff -f
-";
 
 /// The libraries `binary` loads on this machine (`ldd`), with the
 /// loader: (host path, path in the guest), the same.

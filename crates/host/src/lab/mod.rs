@@ -5,10 +5,10 @@
 pub mod cpio;
 pub mod initramfs;
 pub mod kernel;
-pub mod oneshot;
 pub mod qemu;
 pub mod qmp;
 pub mod source;
+pub mod userland;
 pub mod vm;
 
 use std::path::Path;

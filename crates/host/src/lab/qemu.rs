@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::Result;
 
-use super::initramfs::{Sound, NO_SOUND};
+use super::initramfs::{Sound, NO_SOUND, NO_SSHD};
 use super::qmp::Qmp;
 use crate::board::arch::Arch;
 use crate::run::signals;
@@ -83,9 +83,13 @@ impl Boot {
                 "ttyAMA0",
                 "virtio-net-pci",
             ),
+            // highmem=off: Debian's armmp kernel has no LPAE, so it
+            // cannot reach PCI windows above 4 GiB, where QEMU puts them
+            // for a CPU that has LPAE (the Cortex-A15); the NIC's BARs
+            // then go unassigned and the guest has no network.
             Arch::Armv7 => (
                 "qemu-system-arm",
-                &["-M", "virt"],
+                &["-M", "virt,highmem=off"],
                 "ttyAMA0",
                 "virtio-net-pci",
             ),
@@ -159,6 +163,15 @@ impl Boot {
             ]);
         }
         c
+    }
+}
+
+/// The modules of the network card [`Boot::command`] gives a guest of
+/// `arch` (none needed where the kernel has them built in).
+pub fn nic_modules(arch: Arch) -> &'static [&'static str] {
+    match arch {
+        Arch::X86_64 => &["e1000"],
+        Arch::Aarch64 | Arch::Armv7 => &["virtio-pci", "virtio-net"],
     }
 }
 
@@ -253,8 +266,8 @@ fn ahead_of_the_host(cmd: &mut Command) {
 }
 
 /// Starts QEMU for `boot` and waits until the guest is ready (its console
-/// has a line holding `ready`: [`super::initramfs::READY`] or
-/// [`super::initramfs::TRIAL_STARTS`]), QEMU exits, the guest reports a failure, `limit`
+/// has a line holding `ready`: [`super::initramfs::READY`], or a board
+/// farm's console line), QEMU exits, the guest reports a failure, `limit`
 /// passes or we are asked to stop; on any failure QEMU is gone when this
 /// returns.
 pub fn start(boot: &Boot, ready: &str, limit: Duration) -> Result<Guest, BootError> {
@@ -299,6 +312,13 @@ pub fn start(boot: &Boot, ready: &str, limit: Duration) -> Result<Guest, BootErr
                 boot.kernel.display(),
                 boot.sound.name(),
                 line.trim()
+            )));
+        }
+        if let Some(line) = console.lines().find(|l| l.contains(NO_SSHD)) {
+            return Err(BootError::Guest(format!(
+                "the guest's sshd did not start: {}; the console's last lines: {}",
+                xrunbench_schema::doc::one_line(line.trim()),
+                console_tail(&console, 6)
             )));
         }
         if let Some(why) = panic_of(&console) {
@@ -365,6 +385,17 @@ fn panic_of(console: &str) -> Option<String> {
         .map(|l| xrunbench_schema::doc::one_line(l.trim()))
         .collect();
     Some(parts.join("; "))
+}
+
+/// The last `n` lines of a console, on one line.
+pub fn console_tail(console: &str, n: usize) -> String {
+    let lines: Vec<&str> = console
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect();
+    let from = lines.len().saturating_sub(n);
+    xrunbench_schema::doc::one_line(&lines[from..].join(" / "))
 }
 
 /// The host port QEMU bound for the guest's sshd, asked of its monitor.
@@ -521,26 +552,6 @@ impl Guest {
         Qmp::connect(&monitor_beside(&self.console), || {
             matches!(child.try_wait(), Ok(Some(_))).then(|| "QEMU has ended".to_string())
         })
-    }
-
-    /// Its console so far.
-    pub fn console(&self) -> String {
-        fs::read_to_string(&self.console).unwrap_or_default()
-    }
-
-    /// Waits up to `limit` for QEMU to end by itself (a one-shot guest
-    /// powers off); whether it did.
-    pub fn wait(&mut self, limit: Duration) -> bool {
-        let end = Instant::now() + limit;
-        loop {
-            if matches!(self.child.try_wait(), Ok(Some(_))) {
-                return true;
-            }
-            if Instant::now() >= end || signals::stop_requested().is_some() {
-                return false;
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
     }
 }
 

@@ -101,9 +101,30 @@ impl VmSettings {
             Some(a) => {
                 Arch::from_name(a).ok_or(("arch", format!("`{a}` is not {}", Arch::names())))?
             }
-            None => Arch::host().ok_or(("arch", "this machine's is not a lab one".to_string()))?,
+            // An image names its own architecture; Debian's by version is
+            // this machine's unless `arch` says otherwise.
+            None => spec
+                .kernel
+                .as_ref()
+                .and_then(|k| image_arch(&absolute(k, base_dir)))
+                .or_else(Arch::host)
+                .ok_or(("arch", "this machine's is not a lab one".to_string()))?,
         };
         let (kernel, modules) = kernel_of(spec, arch, base_dir)?;
+        if let Some(a) = image_arch(&kernel).filter(|a| *a != arch) {
+            return Err((
+                "arch",
+                format!(
+                    "{}, but {} is an {} kernel",
+                    arch.name(),
+                    kernel.display(),
+                    a.name()
+                ),
+            ));
+        }
+        if let Some(m) = &modules {
+            modules_match(m, arch)?;
+        }
         let cpus = spec.cpus.unwrap_or(2);
         if !(1..=64).contains(&cpus) {
             return Err(("cpus", format!("{cpus}: expected 1 to 64")));
@@ -112,13 +133,20 @@ impl VmSettings {
         if !(128..=65536).contains(&memory_mib) {
             return Err(("memory", format!("{memory_mib} MiB: expected 128 to 65536")));
         }
-        let sound = match &spec.sound {
-            None => Sound::Dummy,
-            Some(s) => Sound::from_name(s)
-                .ok_or(("sound", format!("`{s}`: expected hda, dummy or aloop")))?,
-        };
+        let sound = sound_of(spec.sound.as_deref(), modules.as_deref())?;
         let accel = match spec.accel.as_deref() {
             None | Some("auto") => AccelChoice::Auto,
+            Some("kvm") if arch.is_cross() => {
+                return Err((
+                    "accel",
+                    format!(
+                        "`kvm`: KVM runs guests of this machine's architecture ({}) only; an \
+                         {} guest runs under TCG (accel = \"tcg\" or \"auto\")",
+                        Arch::host().map_or("?", Arch::name),
+                        arch.name()
+                    ),
+                ))
+            }
             Some("kvm") => AccelChoice::Kvm,
             Some("tcg") => AccelChoice::Tcg,
             Some(a) => return Err(("accel", format!("`{a}`: expected auto, kvm or tcg"))),
@@ -179,6 +207,83 @@ pub fn image_arch(kernel: &Path) -> Option<Arch> {
         Some(Arch::Armv7)
     } else {
         None
+    }
+}
+
+/// The sound card of `[target] vm`: `name` when given, else snd-dummy
+/// where the kernel has it and snd-aloop where it has not (Debian's ARM
+/// kernels have no snd-dummy). With the kernel's `modules` tree at hand,
+/// a card whose driver the kernel lacks is refused here, naming the sound
+/// drivers it has.
+fn sound_of(name: Option<&str>, modules: Option<&Path>) -> Result<Sound, (&'static str, String)> {
+    let has = |s: Sound| modules.map_or(true, |m| initramfs::load_order(m, s.modules()).is_ok());
+    let chosen = match name {
+        Some(n) => {
+            Sound::from_name(n).ok_or(("sound", format!("`{n}`: expected hda, dummy or aloop")))?
+        }
+        None => [Sound::Dummy, Sound::Aloop]
+            .into_iter()
+            .find(|s| has(*s))
+            .unwrap_or(Sound::Dummy),
+    };
+    if let Some(m) = modules.filter(|_| !has(chosen)) {
+        let drivers = initramfs::sound_drivers(m);
+        let usable: Vec<&str> = [Sound::Dummy, Sound::Aloop, Sound::Hda]
+            .into_iter()
+            .filter(|s| has(*s))
+            .map(Sound::name)
+            .collect();
+        let key = if name.is_some() { "sound" } else { "kernel" };
+        return Err((
+            key,
+            format!(
+                "the kernel ({}) has no {}, {}; its sound drivers: {}",
+                m.display(),
+                chosen.driver(),
+                if usable.is_empty() {
+                    "nor any other sound driver the lab uses (snd-dummy, snd-aloop, \
+                     snd-hda-intel)"
+                        .to_string()
+                } else {
+                    format!("use sound = \"{}\"", usable.join("\" or \""))
+                },
+                listed(&drivers, 12)
+            ),
+        ));
+    }
+    Ok(chosen)
+}
+
+/// `names` joined, the first `max` of them and how many more.
+fn listed(names: &[String], max: usize) -> String {
+    match names.len() {
+        0 => "none".to_string(),
+        n if n <= max => names.join(", "),
+        n => format!("{} and {} more", names[..max].join(", "), n - max),
+    }
+}
+
+/// Refuses a modules tree built for another architecture than `arch`:
+/// its first module's ELF machine says.
+fn modules_match(modules: &Path, arch: Arch) -> Result<(), (&'static str, String)> {
+    let Some(first) = initramfs::first_module(modules) else {
+        return Ok(());
+    };
+    let of = initramfs::module_object(&first)
+        .ok()
+        .and_then(|(bytes, _)| crate::board::elf::arch(&bytes).ok().flatten());
+    match of {
+        Some(a) if a != arch => Err((
+            "modules",
+            format!(
+                "{} holds {} modules ({}), but the kernel is {}",
+                modules.display(),
+                a.name(),
+                first.display(),
+                arch.name()
+            ),
+        )),
+        _ => Ok(()),
     }
 }
 
@@ -412,29 +517,18 @@ fn boot_limit(accel: Accel) -> Duration {
 /// board binaries of `bins` able to run there.
 pub fn boot(t: &SshTarget, vm: &VmSettings, bins: &Path) -> Result<Lab> {
     let arch = vm.arch();
-    if arch.is_cross() {
-        bail!(
-            "target.vm.arch = {}: a guest of another architecture than this machine's runs \
-             one-shot trials only (the board stage); boot an {} kernel",
-            arch.name(),
-            Arch::host().map_or("x86_64", Arch::name)
-        );
-    }
     let dir = tempfile::Builder::new()
         .prefix("xrunbench-lab.")
         .tempdir()
         .context("creating the lab's directory")?;
     let keys = keys()?;
     let mut wanted: Vec<&str> = vm.sound.modules().to_vec();
-    wanted.push("e1000");
+    wanted.extend(qemu::nic_modules(arch));
     let modules = match &vm.modules {
         Some(m) => initramfs::load_order(m, &wanted)?,
         None => Vec::new(),
     };
-    let mut libraries = initramfs::host_libraries(Path::new(initramfs::SSHD))?;
-    for b in ["xrun-trial", "xrun-player", "xrun-hackbench"] {
-        libraries.extend(initramfs::host_libraries(&bins.join(b))?);
-    }
+    let (sshd, mut libraries) = userland(arch, bins)?;
     if let Some(config) = config_beside(&vm.kernel) {
         libraries.push((config, PathBuf::from(initramfs::CONFIG)));
     }
@@ -449,6 +543,7 @@ pub fn boot(t: &SshTarget, vm: &VmSettings, bins: &Path) -> Result<Lab> {
         sound: vm.sound,
         libraries,
         channel: Channel::Ssh {
+            sshd,
             host_key: keys.host_key.clone(),
             authorized_key,
         },
@@ -504,6 +599,31 @@ pub fn boot(t: &SshTarget, vm: &VmSettings, bins: &Path) -> Result<Lab> {
         _dir: dir,
         describe,
     })
+}
+
+/// The guest's sshd and the files it and the board binaries of `bins`
+/// load, as (file here, path in the guest): this machine's own for a
+/// guest of its architecture, else Debian's for the guest's (see
+/// [`super::userland`]).
+fn userland(arch: Arch, bins: &Path) -> Result<(PathBuf, Vec<(PathBuf, PathBuf)>)> {
+    if arch.is_cross() {
+        let u = super::userland::Userland::ensure(arch)?;
+        return Ok((u.sshd(), u.files()?));
+    }
+    let sshd = PathBuf::from(initramfs::SSHD);
+    let mut files = initramfs::host_libraries(&sshd)?;
+    let libexec = Path::new("/").join(super::userland::OPENSSH_LIBEXEC);
+    for helper in ["sshd-session", "sshd-auth"] {
+        let p = libexec.join(helper);
+        if p.is_file() {
+            files.extend(initramfs::host_libraries(&p)?);
+            files.push((p.clone(), p));
+        }
+    }
+    for b in ["xrun-trial", "xrun-player", "xrun-hackbench"] {
+        files.extend(initramfs::host_libraries(&bins.join(b))?);
+    }
+    Ok((sshd, files))
 }
 
 /// Starts the guest with the accelerator `choice` asks for; returns it and
@@ -591,4 +711,142 @@ fn remember_kvm(verdict: &str) {
 fn kvm_file() -> Option<PathBuf> {
     let id = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").ok()?;
     Some(cache_dir().join(format!("kvm-{}", id.trim())))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A file whose boot header says `arch` (what [`image_arch`] reads).
+    fn image(dir: &Path, arch: Arch) -> PathBuf {
+        let mut head = vec![0u8; 0x400];
+        match arch {
+            Arch::X86_64 => head[0x202..0x206].copy_from_slice(b"HdrS"),
+            Arch::Aarch64 => head[0x38..0x3c].copy_from_slice(b"ARM\x64"),
+            Arch::Armv7 => head[0x24..0x28].copy_from_slice(&0x016f_2818u32.to_le_bytes()),
+        }
+        let p = dir.join(format!("Image-{}", arch.name()));
+        std::fs::write(&p, head).unwrap();
+        p
+    }
+
+    /// An ELF header of `arch` (class, little-endian, e_machine), enough
+    /// for [`crate::board::elf::arch`].
+    fn elf_of(arch: Arch) -> Vec<u8> {
+        let (class, machine): (u8, u16) = match arch {
+            Arch::X86_64 => (2, 62),
+            Arch::Aarch64 => (2, 183),
+            Arch::Armv7 => (1, 40),
+        };
+        let mut e = vec![0u8; 64];
+        e[..4].copy_from_slice(b"\x7fELF");
+        e[4] = class;
+        e[5] = 1;
+        e[6] = 1;
+        e[16] = 1; // ET_REL
+        e[18..20].copy_from_slice(&machine.to_le_bytes());
+        e
+    }
+
+    /// A modules tree of `arch` holding the sound modules `names` (in
+    /// `sound/drivers/`, `sound/virtio/` by their names) and nothing else.
+    fn modules(dir: &Path, arch: Arch, names: &[&str]) -> PathBuf {
+        let m = dir.join(format!("modules-{}", arch.name()));
+        let mut dep = String::new();
+        for n in names {
+            let sub = if n.starts_with("virtio") {
+                "sound/virtio"
+            } else {
+                "sound/drivers"
+            };
+            let rel = format!("kernel/{sub}/{n}.ko");
+            std::fs::create_dir_all(m.join(&rel).parent().unwrap()).unwrap();
+            std::fs::write(m.join(&rel), elf_of(arch)).unwrap();
+            dep.push_str(&format!("{rel}:\n"));
+        }
+        std::fs::write(m.join("modules.dep"), dep).unwrap();
+        m
+    }
+
+    fn spec(kernel: &Path, modules: Option<&Path>) -> VmSpec {
+        VmSpec {
+            kernel: Some(kernel.to_path_buf()),
+            modules: modules.map(Path::to_path_buf),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn an_image_names_its_architecture_and_an_arm_kernel_defaults_to_its_aloop() {
+        let dir = tempfile::tempdir().unwrap();
+        let k = image(dir.path(), Arch::Aarch64);
+        let m = modules(dir.path(), Arch::Aarch64, &["snd-aloop", "virtio_snd"]);
+        let vm = VmSettings::resolve(&spec(&k, Some(&m)), dir.path()).unwrap();
+        assert_eq!((vm.arch(), vm.sound), (Arch::Aarch64, Sound::Aloop));
+        let k7 = image(dir.path(), Arch::Armv7);
+        let vm = VmSettings::resolve(&spec(&k7, None), dir.path()).unwrap();
+        assert_eq!(vm.arch(), Arch::Armv7);
+    }
+
+    #[test]
+    fn a_kernel_without_a_sound_driver_of_the_lab_names_the_drivers_it_has() {
+        let dir = tempfile::tempdir().unwrap();
+        let k = image(dir.path(), Arch::Aarch64);
+        let m = modules(dir.path(), Arch::Aarch64, &["virtio_snd"]);
+        let (key, e) = VmSettings::resolve(&spec(&k, Some(&m)), dir.path()).unwrap_err();
+        assert_eq!(key, "kernel");
+        assert!(
+            e.contains("has no snd-dummy, nor any other sound driver the lab uses")
+                && e.ends_with("its sound drivers: virtio-snd"),
+            "{e}"
+        );
+        let m = modules(dir.path(), Arch::Aarch64, &["snd-aloop"]);
+        let mut s = spec(&k, Some(&m));
+        s.sound = Some("dummy".into());
+        let (key, e) = VmSettings::resolve(&s, dir.path()).unwrap_err();
+        assert_eq!(key, "sound");
+        assert!(e.contains("has no snd-dummy, use sound = \"aloop\""), "{e}");
+    }
+
+    #[test]
+    fn modules_of_another_architecture_than_the_kernel_are_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let k = image(dir.path(), Arch::X86_64);
+        let m = modules(dir.path(), Arch::Aarch64, &["snd-dummy"]);
+        let (key, e) = VmSettings::resolve(&spec(&k, Some(&m)), dir.path()).unwrap_err();
+        assert_eq!(key, "modules");
+        assert!(
+            e.contains("holds aarch64 modules") && e.ends_with("but the kernel is x86_64"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn an_arch_that_contradicts_the_image_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let k = image(dir.path(), Arch::Armv7);
+        let mut s = spec(&k, None);
+        s.arch = Some("aarch64".into());
+        let (key, e) = VmSettings::resolve(&s, dir.path()).unwrap_err();
+        assert_eq!(key, "arch");
+        assert!(
+            e.starts_with("aarch64, but ") && e.ends_with("is an armv7 kernel"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn kvm_for_a_guest_of_another_architecture_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let foreign = if Arch::host() == Some(Arch::Aarch64) {
+            Arch::X86_64
+        } else {
+            Arch::Aarch64
+        };
+        let mut s = spec(&image(dir.path(), foreign), None);
+        s.accel = Some("kvm".into());
+        let (key, e) = VmSettings::resolve(&s, dir.path()).unwrap_err();
+        assert_eq!(key, "accel");
+        assert!(e.contains("runs under TCG"), "{e}");
+    }
 }

@@ -105,6 +105,16 @@ impl AlsaSink {
         let hardware = pcm.info().map(|i| i.get_card() >= 0).unwrap_or(false);
         let mut notes = Vec::new();
         let clock = match (hardware, super::alsa_time::timestamps_are_safe()) {
+            (true, true) if !is_hw_pcm(&pcm) => {
+                notes.push(format!(
+                    "the kernel's underrun timestamps are read on a hw: PCM only; {device} \
+                     reaches the card through libasound's plugins (plug, dmix), whose \
+                     snd_pcm_status can abort the player after an underrun (its assertion \
+                     `status->appl_ptr == *pcm->appl.ptr`, on ARM), so the player's own clock \
+                     times underruns"
+                ));
+                ClockSource::Player
+            }
             (true, true) => ClockSource::Kernel,
             (true, false) => {
                 notes.push(format!(
@@ -131,6 +141,15 @@ impl AlsaSink {
         };
         Ok(AlsaSink { pcm, setup })
     }
+}
+
+/// Whether `pcm` is the kernel's own PCM (libasound's `hw` type), not a
+/// plugin in front of it: what `snd_pcm_dump` says first.
+fn is_hw_pcm(pcm: &PCM) -> bool {
+    let Ok(mut out) = alsa::Output::buffer_open() else {
+        return false;
+    };
+    pcm.dump(&mut out).is_ok() && out.buffer_string(|b| b.starts_with(b"Hardware PCM"))
 }
 
 /// Runs `f` with file descriptor 2 redirected to an in-memory file, and
