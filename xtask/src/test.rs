@@ -433,7 +433,7 @@ fn this_program() -> &'static str {
 /// directory's lock for as long as `cargo test` runs, so builds for the
 /// board stage in the suite's directory would wait for the whole suite.
 fn board_stage_target_dir() -> std::path::PathBuf {
-    xrunbench_host::util::target_dir().join("board-stage")
+    xrunbench_test_support::boards::board_stage_target_dir()
 }
 
 /// `cargo xtask board test` in the board stage's own target directory:

@@ -117,7 +117,7 @@ fn server(lab: &LavaLab) -> Server {
 type LabTest = fn(&Fixture);
 
 /// The tests, in the order they run.
-const TESTS: [(&str, LabTest); 5] = [
+const TESTS: [(&str, LabTest); 6] = [
     (
         "a_scenario_submitted_to_the_lab_runs_on_both_devices_at_once_and_comes_back_as_a_table",
         a_scenario_submitted_to_the_lab_runs_on_both_devices_at_once_and_comes_back_as_a_table,
@@ -137,6 +137,10 @@ const TESTS: [(&str, LabTest); 5] = [
     (
         "the_ssh_test_board_as_a_lab_device_runs_a_scenario_and_a_wrong_host_key_never_reaches_it",
         the_ssh_test_board_as_a_lab_device_runs_a_scenario_and_a_wrong_host_key_never_reaches_it,
+    ),
+    (
+        "an_arm64_qemu_device_runs_a_scenario_on_debian_s_arm64_kernel",
+        an_arm64_qemu_device_runs_a_scenario_on_debian_s_arm64_kernel,
     ),
 ];
 
@@ -193,7 +197,11 @@ struct SshBoard {
 
 impl SharedLab {
     fn start() -> Result<SharedLab, String> {
-        let mut devices = vec![LabDevice::qemu("qemu01"), LabDevice::qemu("qemu02")];
+        let mut devices = vec![
+            LabDevice::qemu("qemu01"),
+            LabDevice::qemu("qemu02"),
+            LabDevice::qemu_arm64("qemu-arm64-01"),
+        ];
         // The board is a private sshd: root's (the SSH test skips without).
         let board = if xrunbench_test_support::is_root() {
             // The board's sessions find the built board binaries, as a
@@ -911,6 +919,124 @@ fn the_ssh_test_board_as_a_lab_device_runs_a_scenario_and_a_wrong_host_key_never
             on_board(id).is_empty(),
             "job {id}'s deploy left on the board"
         );
+    }
+}
+
+/// The aarch64 board binaries, cross-built into `dir/aarch64` in the
+/// board stage's target directory (where `xtask test` builds them ahead:
+/// cargo's lock orders the two builds, and the second finds them built).
+fn arm64_board_binaries(dir: &Path) -> PathBuf {
+    let out = xtask()
+        .args(["board", "build", "--arch", "aarch64", "--out"])
+        .arg(dir)
+        .env(
+            "CARGO_TARGET_DIR",
+            xrunbench_test_support::boards::board_stage_target_dir(),
+        )
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "board build --arch aarch64: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    dir.join("aarch64")
+}
+
+/// The lab's part of a job for its `qemu-arm64` devices, as KernelCI's
+/// qemu-arm64 jobs: `kernel` and `initrd` on `-machine virt`, the
+/// console on the PL011 UART.
+fn arm64_lab_job(kernel: &Path, initrd: &Path) -> String {
+    let prompt = CONSOLE_PROMPT.trim_end();
+    format!(
+        "device_type: qemu-arm64\n\
+         timeouts:\n  job: {{minutes: 15}}\n  action: {{minutes: 15}}\n  connection: {{minutes: 5}}\n\
+         priority: medium\n\
+         visibility: public\n\
+         context:\n  arch: arm64\n  cpu: cortex-a57\n  machine: virt\n\
+         actions:\n\
+         - deploy:\n    to: tmpfs\n    images:\n\
+         \x20     kernel:\n        image_arg: -kernel {{kernel}} -append \"console=ttyAMA0,115200\"\n        url: file://{k}\n\
+         \x20     ramdisk:\n        image_arg: -initrd {{ramdisk}}\n        url: file://{i}\n\
+         - boot:\n    method: qemu\n    media: tmpfs\n    prompts: ['{prompt}']\n    timeout: {{minutes: 15}}\n",
+        k = kernel.display(),
+        i = initrd.display(),
+    )
+}
+
+/// An arm64 board in the lab: Debian's arm64 kernel with the console
+/// initramfs of the cross-built binaries (their libraries from Debian's
+/// arm64 packages) on the `qemu-arm64` device; `run --lava` brings its
+/// trials back, recorded as run on aarch64 and that kernel.
+fn an_arm64_qemu_device_runs_a_scenario_on_debian_s_arm64_kernel(fixture: &Fixture) {
+    let dir = tempfile::tempdir().unwrap();
+    let bins = arm64_board_binaries(dir.path());
+    let kernel = kernel::debian(Arch::Aarch64, false).expect("Debian's arm64 kernel");
+    let initrd = dir.path().join("initramfs-arm64.cpio");
+    initramfs::console_image(
+        Arch::Aarch64,
+        &kernel.modules,
+        Sound::Aloop,
+        &bins,
+        Vec::new(),
+        &initrd,
+    )
+    .expect("the arm64 console initramfs");
+    let job = dir.path().join("arm64-job.yaml");
+    std::fs::write(&job, arm64_lab_job(&kernel.image, &initrd)).unwrap();
+    let token = dir.path().join("token");
+    std::fs::write(&token, format!("{TOKEN}\n")).unwrap();
+    let lab = fixture.lab();
+    lab.set_health("qemu-arm64-01", "GOOD")
+        .unwrap_or_else(|e| panic!("{e}"));
+    let first = next_job_id(&lab);
+    let s = ScenarioText::new("labarm64")
+        .trials(1)
+        .duration("2s")
+        .warmup("0s")
+        .generate("{ seconds = 2, rate = 48000, channels = 2 }")
+        .audio("backend", "alsa")
+        .audio("device", "hw:0")
+        .config("plain")
+        .config_with("fifo", "[config.audio]\npriority = \"fifo:80\"")
+        .write(dir.path());
+    let results = dir.path().join("results");
+    let out = run_on_lab(&s, &lab.url(), &job, &token, &results, &[]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{stderr}\njob {first}'s log: {}",
+        server(&lab).log(first).unwrap_or_default()
+    );
+    let runs = find_named(&results, "run.json");
+    assert_eq!(runs.len(), 1, "{stdout}");
+    let run: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&runs[0]).unwrap()).unwrap();
+    assert!(
+        run["target"]
+            .as_str()
+            .unwrap()
+            .contains(" on qemu-arm64-01 ("),
+        "{}",
+        run["target"]
+    );
+    assert_trials_back(&runs[0], &run, &["plain-1", "fifo-1"]);
+    for stem in ["plain-1", "fifo-1"] {
+        let record = runs[0]
+            .parent()
+            .unwrap()
+            .join("trials")
+            .join(format!("{stem}.json"));
+        let r: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&record).unwrap()).unwrap();
+        assert_eq!(r["machine"]["arch"], "aarch64", "{stem}");
+        assert_eq!(
+            r["machine"]["kernel_release"].as_str(),
+            Some(kernel.release.as_str()),
+            "{stem}"
+        );
+        assert_eq!(r["player"]["params"]["device"], "hw:0", "{stem}");
     }
 }
 

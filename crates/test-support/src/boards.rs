@@ -52,3 +52,11 @@ pub fn bin_dir() -> PathBuf {
     })
     .clone()
 }
+
+/// The board stage's own target directory (cargo holds a target
+/// directory's lock while it builds, so the cross builds live apart from
+/// the suite's), where `xtask test` builds the cross-compiled board
+/// binaries ahead of the stage.
+pub fn board_stage_target_dir() -> PathBuf {
+    target_dir().join("board-stage")
+}

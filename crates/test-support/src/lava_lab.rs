@@ -125,6 +125,9 @@ pub struct LabDevice {
     pub device_type: String,
     /// The dictionary, e.g. `{% extends 'qemu.jinja2' %}` and its settings.
     pub dictionary: String,
+    /// The device type's own template, for a type LAVA does not ship
+    /// (written into the lab's device-types directory).
+    pub type_template: Option<String>,
 }
 
 impl LabDevice {
@@ -140,6 +143,29 @@ impl LabDevice {
                          {% set memory = 512 %}\n\
                          {% set extra_options = ['-accel tcg,thread=multi', '-smp 1'] %}\n"
                 .to_string(),
+            type_template: None,
+        }
+    }
+
+    /// A QEMU device for arm64 guests, of the device type `qemu-arm64`: as
+    /// KernelCI's qemu-arm64 devices, LAVA's `qemu` template with `arch`
+    /// arm64 (`qemu-system-aarch64 -machine virt -cpu cortex-a57`), under
+    /// TCG on this x86 worker, with restricted user networking.
+    pub fn qemu_arm64(name: &str) -> LabDevice {
+        LabDevice {
+            name: name.to_string(),
+            device_type: "qemu-arm64".to_string(),
+            dictionary: "{% extends 'qemu-arm64.jinja2' %}\n\
+                         {% set netdevice = 'user,restrict=on' %}\n\
+                         {% set memory = 1024 %}\n\
+                         {% set extra_options = ['-accel tcg,thread=multi', '-smp 2'] %}\n"
+                .to_string(),
+            type_template: Some(
+                "{# device_type: qemu-arm64 #}\n\
+                 {% extends 'qemu.jinja2' %}\n\
+                 {% set arch = 'arm64' %}\n"
+                    .to_string(),
+            ),
         }
     }
 
@@ -200,6 +226,7 @@ impl LabDevice {
         LabDevice {
             name: name.to_string(),
             device_type: "ssh".to_string(),
+            type_template: None,
             dictionary: format!(
                 "{{% extends 'ssh.jinja2' %}}\n\
                  {{% set connection_command = '{console}' %}}\n\
@@ -420,7 +447,8 @@ impl LavaLab {
             yaml(
                 "DEVICE_TYPES_PATHS",
                 format!(
-                    "[\"{p}/etc/lava-server/dispatcher-config/device-types\", \
+                    "[\"{d}/device-types\", \
+                     \"{p}/etc/lava-server/dispatcher-config/device-types\", \
                      \"{p}/usr/share/lava-server/device-types\"]"
                 ),
             ),
@@ -493,6 +521,7 @@ impl LavaLab {
     fn configure(&mut self, devices: &[LabDevice]) -> Result<(), Error> {
         for sub in [
             "devices",
+            "device-types",
             "health-checks",
             "dispatcher.d",
             "media",
@@ -518,6 +547,13 @@ impl LavaLab {
         let mut types: Vec<&str> = Vec::new();
         for d in devices {
             if !types.contains(&d.device_type.as_str()) {
+                if let Some(template) = &d.type_template {
+                    let file = self
+                        .dir
+                        .join("device-types")
+                        .join(format!("{}.jinja2", d.device_type));
+                    std::fs::write(&file, template).map_err(io("lava lab"))?;
+                }
                 self.manage(&["device-types", "add", &d.device_type])?;
                 types.push(&d.device_type);
             }

@@ -470,7 +470,8 @@ fn copy_board_binaries(t: &mut Tree, bins: &Path) -> Result<()> {
 /// Writes to `out` the console initramfs of the VM lab for `arch`: the
 /// `sound` driver's modules from `modules` (a kernel's module tree), the
 /// board binaries of `bins` and `extra` files (host path, guest path),
-/// with the shared libraries of every ELF among them, and a shell on the
+/// with the shared libraries of every ELF among them (for a guest of
+/// another architecture, its userland's libraries), and a shell on the
 /// console at [`CONSOLE_PROMPT`]: what a board farm's QEMU device boots
 /// (LAVA types the trials at that prompt).
 pub fn console_image(
@@ -482,12 +483,17 @@ pub fn console_image(
     out: &Path,
 ) -> Result<()> {
     let mut libraries = Vec::new();
-    let programs = ["xrun-trial", "xrun-player", "xrun-hackbench"].map(|b| bins.join(b));
-    for p in programs.iter().chain(extra.iter().map(|(from, _)| from)) {
-        let head = fs::read(p).with_context(|| format!("reading {}", p.display()))?;
-        // A script (a wrapper) has no libraries of its own.
-        if head.starts_with(b"\x7fELF") {
-            libraries.extend(host_libraries(p)?);
+    if arch.is_cross() {
+        // The board binaries' libraries, of the guest's architecture.
+        libraries.extend(super::userland::Userland::ensure(arch)?.libraries()?);
+    } else {
+        let programs = ["xrun-trial", "xrun-player", "xrun-hackbench"].map(|b| bins.join(b));
+        for p in programs.iter().chain(extra.iter().map(|(from, _)| from)) {
+            let head = fs::read(p).with_context(|| format!("reading {}", p.display()))?;
+            // A script (a wrapper) has no libraries of its own.
+            if head.starts_with(b"\x7fELF") {
+                libraries.extend(host_libraries(p)?);
+            }
         }
     }
     libraries.extend(extra);

@@ -75,11 +75,17 @@ impl Userland {
         self.root.join(SSHD)
     }
 
-    /// Every file the guest needs from it, as (file here, path in the
+    /// Its shared libraries with the loader, as (file here, path in the
+    /// guest).
+    pub fn libraries(&self) -> Result<Vec<(PathBuf, PathBuf)>> {
+        super::initramfs::sysroot_libraries(&self.root, self.arch)
+    }
+
+    /// Every file an SSH guest needs from it, as (file here, path in the
     /// guest): the shared libraries with the loader, and OpenSSH's helper
     /// programs.
     pub fn files(&self) -> Result<Vec<(PathBuf, PathBuf)>> {
-        let mut out = super::initramfs::sysroot_libraries(&self.root, self.arch)?;
+        let mut out = self.libraries()?;
         let libexec = self.root.join(OPENSSH_LIBEXEC);
         for e in fs::read_dir(&libexec).into_iter().flatten().flatten() {
             let p = e.path();
