@@ -761,8 +761,10 @@ fn arm_board_run(built: &board::build::Built, scratch: &std::path::Path) -> Resu
             "{name} did not run: {:?}",
             r.outcome
         );
+        // `uname -m`: armv7l for armv7.
+        let arch = Arch::from_uname_machine(&r.machine.arch);
         anyhow::ensure!(
-            r.machine.kernel_release == kernel.release && r.machine.arch == built.arch.name(),
+            r.machine.kernel_release == kernel.release && arch == Some(built.arch),
             "{name} ran on {} {}, not {} {}",
             r.machine.arch,
             r.machine.kernel_release,

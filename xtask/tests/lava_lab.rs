@@ -66,18 +66,34 @@ fn guest_with(
 /// `initrd`, waiting for the console's prompt (what a user's `--lava-job`
 /// file holds).
 fn lab_job(kernel: &Path, initrd: &Path) -> String {
+    qemu_job("qemu", "arch: amd64", "ttyS0", 10, kernel, initrd)
+}
+
+/// A job of `device_type` booting `kernel` and `initrd` under LAVA's
+/// `qemu` boot method with the job `context` (YAML, one line each), the
+/// kernel's console on `console`, waiting at most `minutes` for the
+/// console's prompt.
+fn qemu_job(
+    device_type: &str,
+    context: &str,
+    console: &str,
+    minutes: u32,
+    kernel: &Path,
+    initrd: &Path,
+) -> String {
     let prompt = CONSOLE_PROMPT.trim_end();
+    let context: String = context.lines().map(|l| format!("  {l}\n")).collect();
     format!(
-        "device_type: qemu\n\
-         timeouts:\n  job: {{minutes: 10}}\n  action: {{minutes: 10}}\n  connection: {{minutes: 5}}\n\
+        "device_type: {device_type}\n\
+         timeouts:\n  job: {{minutes: {minutes}}}\n  action: {{minutes: {minutes}}}\n  connection: {{minutes: 5}}\n\
          priority: medium\n\
          visibility: public\n\
-         context:\n  arch: amd64\n\
+         context:\n{context}\
          actions:\n\
          - deploy:\n    to: tmpfs\n    images:\n\
-         \x20     kernel:\n        image_arg: -kernel {{kernel}} -append \"console=ttyS0,115200\"\n        url: file://{k}\n\
+         \x20     kernel:\n        image_arg: -kernel {{kernel}} -append \"console={console},115200\"\n        url: file://{k}\n\
          \x20     ramdisk:\n        image_arg: -initrd {{ramdisk}}\n        url: file://{i}\n\
-         - boot:\n    method: qemu\n    media: tmpfs\n    prompts: ['{prompt}']\n    timeout: {{minutes: 10}}\n",
+         - boot:\n    method: qemu\n    media: tmpfs\n    prompts: ['{prompt}']\n    timeout: {{minutes: {minutes}}}\n",
         k = kernel.display(),
         i = initrd.display(),
     )
@@ -344,15 +360,7 @@ fn a_scenario_submitted_to_the_lab_runs_on_both_devices_at_once_and_comes_back_a
     // command line), the token in a file beside it.
     std::fs::copy(&job, dir.path().join("board-job.yaml")).unwrap();
     std::fs::copy(&token, dir.path().join("lava-token")).unwrap();
-    let s = ScenarioText::new("lab")
-        .trials(2)
-        .duration("2s")
-        .warmup("0s")
-        .generate("{ seconds = 2, rate = 48000, channels = 2 }")
-        .audio("backend", "alsa")
-        .audio("device", "hw:0")
-        .config("plain")
-        .config_with("fifo", "[config.audio]\npriority = \"fifo:80\"")
+    let s = plain_and_fifo("lab", 2)
         .tail(&format!(
             "[target]\nlava = {{ url = \"{}\", job = \"board-job.yaml\", devices = 2, \
              token_file = \"lava-token\" }}\n",
@@ -412,6 +420,20 @@ fn a_scenario_submitted_to_the_lab_runs_on_both_devices_at_once_and_comes_back_a
     ] {
         assert!(!text.contains(TOKEN), "the token is in {what}");
     }
+}
+
+/// `trials` × 2 s per configuration through the guest's card `hw:0`: a
+/// SCHED_OTHER player (`plain`) and one at FIFO 80 (`fifo`).
+fn plain_and_fifo(name: &str, trials: u32) -> ScenarioText {
+    ScenarioText::new(name)
+        .trials(trials)
+        .duration("2s")
+        .warmup("0s")
+        .generate("{ seconds = 2, rate = 48000, channels = 2 }")
+        .audio("backend", "alsa")
+        .audio("device", "hw:0")
+        .config("plain")
+        .config_with("fifo", "[config.audio]\npriority = \"fifo:80\"")
 }
 
 /// `cargo xtask run S --lava URL --lava-job JOB --lava-token-file TOKEN
@@ -947,20 +969,13 @@ fn arm64_board_binaries(dir: &Path) -> PathBuf {
 /// qemu-arm64 jobs: `kernel` and `initrd` on `-machine virt`, the
 /// console on the PL011 UART.
 fn arm64_lab_job(kernel: &Path, initrd: &Path) -> String {
-    let prompt = CONSOLE_PROMPT.trim_end();
-    format!(
-        "device_type: qemu-arm64\n\
-         timeouts:\n  job: {{minutes: 15}}\n  action: {{minutes: 15}}\n  connection: {{minutes: 5}}\n\
-         priority: medium\n\
-         visibility: public\n\
-         context:\n  arch: arm64\n  cpu: cortex-a57\n  machine: virt\n\
-         actions:\n\
-         - deploy:\n    to: tmpfs\n    images:\n\
-         \x20     kernel:\n        image_arg: -kernel {{kernel}} -append \"console=ttyAMA0,115200\"\n        url: file://{k}\n\
-         \x20     ramdisk:\n        image_arg: -initrd {{ramdisk}}\n        url: file://{i}\n\
-         - boot:\n    method: qemu\n    media: tmpfs\n    prompts: ['{prompt}']\n    timeout: {{minutes: 15}}\n",
-        k = kernel.display(),
-        i = initrd.display(),
+    qemu_job(
+        "qemu-arm64",
+        "arch: arm64\ncpu: cortex-a57\nmachine: virt",
+        "ttyAMA0",
+        15,
+        kernel,
+        initrd,
     )
 }
 
@@ -990,16 +1005,7 @@ fn an_arm64_qemu_device_runs_a_scenario_on_debian_s_arm64_kernel(fixture: &Fixtu
     lab.set_health("qemu-arm64-01", "GOOD")
         .unwrap_or_else(|e| panic!("{e}"));
     let first = next_job_id(&lab);
-    let s = ScenarioText::new("labarm64")
-        .trials(1)
-        .duration("2s")
-        .warmup("0s")
-        .generate("{ seconds = 2, rate = 48000, channels = 2 }")
-        .audio("backend", "alsa")
-        .audio("device", "hw:0")
-        .config("plain")
-        .config_with("fifo", "[config.audio]\npriority = \"fifo:80\"")
-        .write(dir.path());
+    let s = plain_and_fifo("labarm64", 1).write(dir.path());
     let results = dir.path().join("results");
     let out = run_on_lab(&s, &lab.url(), &job, &token, &results, &[]);
     let stdout = String::from_utf8_lossy(&out.stdout);

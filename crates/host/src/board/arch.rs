@@ -56,6 +56,15 @@ impl Arch {
         }
     }
 
+    /// The kernel's name for it (`make ARCH=…`).
+    pub fn linux(self) -> &'static str {
+        match self {
+            Arch::Aarch64 => "arm64",
+            Arch::Armv7 => "arm",
+            Arch::X86_64 => "x86_64",
+        }
+    }
+
     /// The qemu-user emulator for it (Debian package `qemu-user`).
     pub fn qemu(self) -> &'static str {
         match self {

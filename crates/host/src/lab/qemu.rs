@@ -306,25 +306,8 @@ pub fn start(boot: &Boot, ready: &str, limit: Duration) -> Result<Guest, BootErr
     }
     loop {
         let console = fs::read_to_string(&boot.console).unwrap_or_default();
-        if let Some(line) = console.lines().find(|l| l.contains(NO_SOUND)) {
-            return Err(BootError::Guest(format!(
-                "the kernel {} has no {} sound card: {}",
-                boot.kernel.display(),
-                boot.sound.name(),
-                line.trim()
-            )));
-        }
-        if let Some(line) = console.lines().find(|l| l.contains(NO_SSHD)) {
-            return Err(BootError::Guest(format!(
-                "the guest's sshd did not start: {}; the console's last lines: {}",
-                xrunbench_schema::doc::one_line(line.trim()),
-                console_tail(&console, 6)
-            )));
-        }
-        if let Some(why) = panic_of(&console) {
-            return Err(BootError::Guest(format!(
-                "the guest's kernel panicked: {why}"
-            )));
+        if let Some(why) = guest_failure(&console, boot) {
+            return Err(BootError::Guest(why));
         }
         if console.lines().any(|l| l.contains(ready)) {
             guest.ready_after = started.elapsed().as_secs_f64();
@@ -352,6 +335,27 @@ pub fn start(boot: &Boot, ready: &str, limit: Duration) -> Result<Guest, BootErr
         }
         std::thread::sleep(Duration::from_millis(50));
     }
+}
+
+/// Why the guest of `boot` will not be ready, when its console says so:
+/// no sound card, an sshd that did not start, a kernel panic.
+fn guest_failure(console: &str, boot: &Boot) -> Option<String> {
+    if let Some(line) = console.lines().find(|l| l.contains(NO_SOUND)) {
+        return Some(format!(
+            "the kernel {} has no {} sound card: {}",
+            boot.kernel.display(),
+            boot.sound.name(),
+            line.trim()
+        ));
+    }
+    if let Some(line) = console.lines().find(|l| l.contains(NO_SSHD)) {
+        return Some(format!(
+            "the guest's sshd did not start: {}; the console's last lines: {}",
+            xrunbench_schema::doc::one_line(line.trim()),
+            console_tail(console, 6)
+        ));
+    }
+    panic_of(console).map(|why| format!("the guest's kernel panicked: {why}"))
 }
 
 /// QEMU's monitor (QMP) socket of a guest whose console is `console`.
@@ -464,27 +468,31 @@ pub const TCG_WALL_FACTOR: u32 = 10;
 /// clock says nothing about the guest (232 s to ready beside 60 busy
 /// loops, where a quiet host takes 7) — for KVM, the wall clock.
 fn over_limit(accel: Accel, limit: Duration, started: Instant, pid: u32) -> Option<&'static str> {
-    let cpu = (accel == Accel::Tcg).then_some((pid, Duration::ZERO));
+    let cpu = (accel == Accel::Tcg).then_some((pid, Duration::ZERO, 1));
     past_limit(limit, started, cpu, Instant::now())
 }
 
 /// The one rule for every time limit on a guest (its boot, a trial in it):
 /// whether `limit` has passed at `now`, and on which clock. With `cpu`
-/// (QEMU's pid, its CPU time at `started`) the limit is on the CPU time
-/// QEMU has used since, with [`TCG_WALL_FACTOR`] × `limit` of wall-clock
-/// time as a backstop (also what ends it once QEMU's CPU time cannot be
-/// read); without, on the wall clock.
+/// (QEMU's pid, its CPU time at `started`, and the number of emulated CPUs
+/// it is shared among) the limit is on the CPU time QEMU has used since,
+/// per emulated CPU — a guest of two busy CPUs takes two seconds of QEMU's
+/// time a second, and is not twice as late for it — with
+/// [`TCG_WALL_FACTOR`] × `limit` of wall-clock time as a backstop (also
+/// what ends it once QEMU's CPU time cannot be read); without, on the wall
+/// clock.
 pub fn past_limit(
     limit: Duration,
     started: Instant,
-    cpu: Option<(u32, Duration)>,
+    cpu: Option<(u32, Duration, u32)>,
     now: Instant,
 ) -> Option<&'static str> {
     let wall = now.saturating_duration_since(started);
-    let Some((pid, at_start)) = cpu else {
+    let Some((pid, at_start, cpus)) = cpu else {
         return (wall >= limit).then_some("wall-clock time");
     };
-    if cpu_time(pid).is_some_and(|used| used.saturating_sub(at_start) >= limit) {
+    let per_cpu = |used: Duration| used.saturating_sub(at_start) / cpus.max(1);
+    if cpu_time(pid).is_some_and(|used| per_cpu(used) >= limit) {
         Some("QEMU's CPU time")
     } else if wall >= limit * TCG_WALL_FACTOR {
         Some("wall-clock time (ten times the limit)")
@@ -544,6 +552,11 @@ impl Guest {
     fn command(&mut self, name: &str) -> Result<()> {
         self.connect()?.execute(name, serde_json::json!({}))?;
         Ok(())
+    }
+
+    /// The last `n` lines of its console, on one line.
+    pub fn console_tail(&self, n: usize) -> String {
+        console_tail(&fs::read_to_string(&self.console).unwrap_or_default(), n)
     }
 
     /// A connection to QEMU's monitor (it serves one at a time).
@@ -778,6 +791,26 @@ mod tests {
         distinct.dedup();
         assert_eq!(distinct.len(), ports.len(), "{ports:?}");
         assert!(reachable.iter().all(|r| *r), "{ports:?} {reachable:?}");
+    }
+
+    #[test]
+    fn an_sshd_that_did_not_start_fails_the_boot_with_the_console_s_last_lines() {
+        let dir = tempfile::tempdir().unwrap();
+        let boot = small_boot(dir.path(), 0);
+        let console = format!(
+            "[    1.2] virtio_net virtio0 enp0s1: renamed\n\
+             /usr/sbin/sshd: error while loading shared libraries: libcrypt.so.1\n\
+             {NO_SSHD} (exit 127): \n"
+        );
+        let why = guest_failure(&console, &boot).unwrap();
+        assert!(
+            why.starts_with(
+                "the guest's sshd did not start: xrunbench-lab: sshd did not start (exit 127)"
+            ) && why.contains("error while loading shared libraries: libcrypt.so.1")
+                && !why.contains('\n'),
+            "{why}"
+        );
+        assert_eq!(guest_failure("[    1.2] booting\n", &boot), None);
     }
 
     #[test]

@@ -3,9 +3,12 @@
 //! machine's release), fetched with the lab's private apt state, unpacked
 //! into the project's cache, made a git repository with one base commit
 //! (fixed author and date: the same commit id on every machine), and
-//! configured for the lab (`make tinyconfig` and [`FRAGMENT`]: everything a
-//! trial needs built in, the scheduler's debugfs knobs, the commit in the
-//! kernel's release string).
+//! configured for the lab (`make tinyconfig` and the lab's fragment for
+//! the architecture, [`fragment`]: everything a trial needs built in, the
+//! scheduler's debugfs knobs, the commit in the kernel's release string).
+//! An aarch64 or armv7 tree is a tree of its own (the same base commit),
+//! configured and cross-built with Debian's cross toolchain for QEMU's
+//! `-M virt` board.
 //!
 //! The tree is made once, in a temporary directory renamed when whole; a
 //! later call finds it and only prints it. What is done in it afterwards
@@ -21,9 +24,37 @@ use super::kernel::{apt, apt_cache, apt_newer, cache_dir, dependency, download, 
 use crate::board::arch::Arch;
 use crate::util::run_quiet;
 
-/// The lab's kernel configuration fragment (x86_64), merged over
+/// The lab's kernel configuration fragment for `arch`, merged over
 /// `make tinyconfig`.
-pub const FRAGMENT: &str = include_str!("lab-x86_64.config");
+pub fn fragment(arch: Arch) -> &'static str {
+    match arch {
+        Arch::X86_64 => include_str!("lab-x86_64.config"),
+        Arch::Aarch64 => include_str!("lab-aarch64.config"),
+        Arch::Armv7 => include_str!("lab-armv7.config"),
+    }
+}
+
+/// What `make` builds for `arch`'s lab kernel, and where it lands.
+fn image_target(arch: Arch) -> (&'static str, &'static str) {
+    match arch {
+        Arch::X86_64 => ("bzImage", "arch/x86/boot/bzImage"),
+        Arch::Aarch64 => ("Image", "arch/arm64/boot/Image"),
+        Arch::Armv7 => ("zImage", "arch/arm/boot/zImage"),
+    }
+}
+
+/// The variables of every `make` in `arch`'s tree: the kernel's name for
+/// the architecture and Debian's cross compiler, for a tree of another
+/// architecture than this machine's.
+fn make_vars(arch: Arch) -> Vec<String> {
+    if !arch.is_cross() {
+        return Vec::new();
+    }
+    vec![
+        format!("ARCH={}", arch.linux()),
+        format!("CROSS_COMPILE={}-", arch.gnu_triple()),
+    ]
+}
 
 /// The base commit's author, committer and date: fixed, so that the
 /// tree's base has the same id wherever it is made.
@@ -57,6 +88,11 @@ pub struct SourceArgs {
     /// instead of the release's own.
     #[arg(long, value_name = "X.Y")]
     pub version: Option<Version>,
+    /// The tree's architecture: x86_64, aarch64 or armv7 (default: this
+    /// machine's); another than this machine's is cross-built with
+    /// Debian's cross toolchain (installed if missing).
+    #[arg(long, value_name = "ARCH")]
+    pub arch: Option<String>,
 }
 
 /// A kernel tree of the lab, configured.
@@ -72,15 +108,28 @@ pub struct Tree {
 
 /// `cargo xtask lab source`.
 pub fn run(args: &SourceArgs) -> Result<ExitCode> {
+    let arch = match args.arch.as_deref().map(|a| (a, Arch::from_name(a))) {
+        None => Arch::host().unwrap_or(Arch::X86_64),
+        Some((_, Some(a))) => a,
+        Some((a, None)) => {
+            crate::say!(": --arch {a}: expected one of {}", Arch::names());
+            return Ok(ExitCode::from(2));
+        }
+    };
     if let Err(e) = crate::deps::ensure(&crate::deps::LAB_SOURCE) {
         return Ok(e.report());
+    }
+    if let Some(cross) = crate::deps::cross_toolchain(arch).filter(|_| arch.is_cross()) {
+        if let Err(e) = crate::deps::ensure_groups(&[cross]) {
+            return Ok(e.report());
+        }
     }
     // One `lab source` at a time: a second one waits here until the first
     // has made (and, with --build, built) the tree.
     let _held = crate::board::sysroot::lock_dir(&cache_dir().join("source"))?;
     let t = match args.version {
-        None => debian()?,
-        Some(v) => match debian_version(v)? {
+        None => debian(arch)?,
+        Some(v) => match debian_version(v, arch)? {
             Ok(t) => t,
             Err(why) => {
                 crate::say!(": --version {v}: {why}");
@@ -89,35 +138,39 @@ pub fn run(args: &SourceArgs) -> Result<ExitCode> {
         },
     };
     if args.build {
-        build_image(&t.path)?;
+        build_image(&t.path, arch)?;
     }
+    let (target, image) = image_target(arch);
+    let vars: String = make_vars(arch).iter().map(|v| format!(" {v}")).collect();
     println!(
         "# {}: a git repository, base commit {} (tag lab-base), configured for the lab\n\
-         # (tinyconfig + the lab's fragment). Build, then boot it:\n\
-         cd {} && make -j{} bzImage\n\
+         # ({} tinyconfig + the lab's fragment). Build, then boot it:\n\
+         cd {} && make -j{}{vars} {target}\n\
          [target]\n\
-         vm = {{ kernel = \"{}\" }}",
+         vm = {{ kernel = \"{}\", arch = \"{}\" }}",
         t.package,
         &t.base[..12],
+        arch.name(),
         t.path.display(),
         std::thread::available_parallelism().map_or(1, |n| n.get()),
-        t.path.join("arch/x86/boot/bzImage").display()
+        t.path.join(image).display(),
+        arch.name()
     );
     Ok(ExitCode::SUCCESS)
 }
 
 /// Debian's kernel source in the cache, made into the lab's tree the
 /// first time.
-pub fn debian() -> Result<Tree> {
+pub fn debian(arch: Arch) -> Result<Tree> {
     let config = apt(Arch::X86_64)?;
     let package = source_package(&config)?;
-    tree_of(&config, &package)
+    tree_of(&config, &package, arch)
 }
 
 /// Debian's `linux-source-X.Y` from the suites with newer kernels, made
 /// into the lab's tree the first time; `Err(why)` when no suite has it,
 /// naming the versions there are.
-pub fn debian_version(version: Version) -> Result<Result<Tree, String>> {
+pub fn debian_version(version: Version, arch: Arch) -> Result<Result<Tree, String>> {
     let config = apt_newer(Arch::X86_64)?;
     let names = apt_cache(&config, &["pkgnames", "linux-source-"])?.unwrap_or_default();
     let mut there: Vec<Version> = names
@@ -137,16 +190,20 @@ pub fn debian_version(version: Version) -> Result<Result<Tree, String>> {
             }
         )));
     }
-    tree_of(&config, &format!("linux-source-{version}")).map(Ok)
+    tree_of(&config, &format!("linux-source-{version}"), arch).map(Ok)
 }
 
 /// The source `package` of the archive `config`, made into the lab's tree
-/// the first time.
-fn tree_of(config: &Path, package: &str) -> Result<Tree> {
+/// for `arch` the first time (this machine's in `PACKAGE_VERSION`, another
+/// architecture's in `PACKAGE_VERSION_DEBARCH`).
+fn tree_of(config: &Path, package: &str, arch: Arch) -> Result<Tree> {
     let version = package_version(config, package)?;
-    let root = cache_dir()
-        .join("source")
-        .join(format!("{package}_{version}"));
+    let name = if arch.is_cross() {
+        format!("{package}_{version}_{}", arch.debian())
+    } else {
+        format!("{package}_{version}")
+    };
+    let root = cache_dir().join("source").join(name);
     let path = root.join(package);
     if !root.join(READY).is_file() {
         crate::say!(
@@ -154,7 +211,7 @@ fn tree_of(config: &Path, package: &str) -> Result<Tree> {
             root.display()
         );
         super::make_once(&root, READY, |work| {
-            make_tree(config, package, &version, work)
+            make_tree(config, package, &version, arch, work)
         })?;
     }
     let base = crate::bisect::step::git_out(&path, &["rev-parse", "lab-base"])
@@ -166,16 +223,22 @@ fn tree_of(config: &Path, package: &str) -> Result<Tree> {
     })
 }
 
-/// `make -s -jN bzImage` in `tree` (N: this machine's CPUs).
-fn build_image(tree: &Path) -> Result<()> {
+/// `make -s -jN IMAGE` in `tree` for `arch` (N: this machine's CPUs).
+fn build_image(tree: &Path, arch: Arch) -> Result<()> {
     let jobs = std::thread::available_parallelism().map_or(1, |n| n.get());
-    crate::say!(": building the kernel image in {}", tree.display());
+    let (target, _) = image_target(arch);
+    crate::say!(
+        ": building the {} kernel image in {}",
+        arch.name(),
+        tree.display()
+    );
     run_quiet(
         Command::new("make")
             .current_dir(tree)
-            .args(["-s", &format!("-j{jobs}"), "bzImage"]),
+            .args(make_vars(arch))
+            .args(["-s", &format!("-j{jobs}"), target]),
     )
-    .with_context(|| format!("make bzImage in {}", tree.display()))
+    .with_context(|| format!("make {target} in {}", tree.display()))
 }
 
 /// The source package `linux-source` stands for (`linux-source-6.1`).
@@ -196,7 +259,7 @@ fn package_version(config: &Path, package: &str) -> Result<String> {
 }
 
 /// Fetches, unpacks, commits and configures the tree under `work`.
-fn make_tree(config: &Path, package: &str, version: &str, work: &Path) -> Result<()> {
+fn make_tree(config: &Path, package: &str, version: &str, arch: Arch, work: &Path) -> Result<()> {
     let debs = work.join("debs");
     download(config, &[package], &debs)?;
     let unpacked = work.join("deb");
@@ -231,7 +294,7 @@ fn make_tree(config: &Path, package: &str, version: &str, work: &Path) -> Result
     }
     drop_debian_ignore(&tree)?;
     commit_base(&tree, &format!("{package} {version} (Debian)"))?;
-    configure(&tree)?;
+    configure(&tree, arch)?;
     fs::write(work.join(READY), format!("{package} {version}\n"))?;
     Ok(())
 }
@@ -296,16 +359,23 @@ fn commit_base(tree: &Path, subject: &str) -> Result<()> {
     Ok(())
 }
 
-/// `make tinyconfig`, the fragment merged, `make olddefconfig`; every
-/// line of the fragment must hold in the result.
-fn configure(tree: &Path) -> Result<()> {
+/// `make tinyconfig`, `arch`'s fragment merged, `make olddefconfig`;
+/// every line of the fragment must hold in the result.
+fn configure(tree: &Path, arch: Arch) -> Result<()> {
     let make = |args: &[&str]| -> Result<()> {
-        run_quiet(Command::new("make").current_dir(tree).arg("-s").args(args))
-            .with_context(|| format!("make {} in {}", args.join(" "), tree.display()))
+        run_quiet(
+            Command::new("make")
+                .current_dir(tree)
+                .args(make_vars(arch))
+                .arg("-s")
+                .args(args),
+        )
+        .with_context(|| format!("make {} in {}", args.join(" "), tree.display()))
     };
     make(&["tinyconfig"])?;
+    let wanted = fragment(arch);
     let fragment = tree.join(".xrunbench-lab.config");
-    fs::write(&fragment, FRAGMENT)?;
+    fs::write(&fragment, wanted)?;
     run_quiet(
         Command::new("sh")
             .current_dir(tree)
@@ -322,7 +392,7 @@ fn configure(tree: &Path) -> Result<()> {
     fs::remove_file(&fragment)?;
     make(&["olddefconfig"])?;
     let got = fs::read_to_string(tree.join(".config"))?;
-    let missing = unmet(FRAGMENT, &got);
+    let missing = unmet(wanted, &got);
     if !missing.is_empty() {
         bail!(
             "the lab's kernel configuration did not take: {} (a dependency Kconfig refused)",
@@ -361,15 +431,30 @@ mod tests {
         let frag = "# c\nCONFIG_A=y\nCONFIG_B=y\n\nCONFIG_C=8\n";
         let cfg = "CONFIG_A=y\n# CONFIG_B is not set\nCONFIG_C=8\n";
         assert_eq!(unmet(frag, cfg), vec!["CONFIG_B=y".to_string()]);
-        assert!(unmet(FRAGMENT, FRAGMENT).is_empty());
-        // The lab's own: what a trial needs is in it.
-        for needed in [
-            "CONFIG_SND_DUMMY=y",
-            "CONFIG_E1000=y",
-            "CONFIG_SCHED_DEBUG=y",
-            "CONFIG_LOCALVERSION_AUTO=y",
+        // The lab's own: what a trial needs is in each architecture's.
+        for (arch, needed) in [
+            (Arch::X86_64, "CONFIG_SND_DUMMY=y"),
+            (Arch::X86_64, "CONFIG_E1000=y"),
+            (Arch::Aarch64, "CONFIG_SND_ALOOP=y"),
+            (Arch::Aarch64, "CONFIG_VIRTIO_NET=y"),
+            (Arch::Aarch64, "CONFIG_SERIAL_AMBA_PL011_CONSOLE=y"),
+            (Arch::Armv7, "CONFIG_SND_ALOOP=y"),
+            (Arch::Armv7, "CONFIG_ARCH_VIRT=y"),
+            (Arch::Armv7, "CONFIG_VFP=y"),
         ] {
-            assert!(FRAGMENT.lines().any(|l| l == needed), "{needed}");
+            assert!(unmet(fragment(arch), fragment(arch)).is_empty());
+            assert!(
+                fragment(arch).lines().any(|l| l == needed),
+                "{arch}: {needed}"
+            );
+        }
+        for arch in Arch::ALL {
+            for needed in ["CONFIG_SCHED_DEBUG=y", "CONFIG_LOCALVERSION_AUTO=y"] {
+                assert!(
+                    fragment(arch).lines().any(|l| l == needed),
+                    "{arch}: {needed}"
+                );
+            }
         }
     }
 }

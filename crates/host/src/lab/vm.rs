@@ -133,7 +133,7 @@ impl VmSettings {
         if !(128..=65536).contains(&memory_mib) {
             return Err(("memory", format!("{memory_mib} MiB: expected 128 to 65536")));
         }
-        let sound = sound_of(spec.sound.as_deref(), modules.as_deref())?;
+        let sound = sound_of(spec.sound.as_deref(), modules.as_deref(), &kernel)?;
         let accel = match spec.accel.as_deref() {
             None | Some("auto") => AccelChoice::Auto,
             Some("kvm") if arch.is_cross() => {
@@ -212,15 +212,21 @@ pub fn image_arch(kernel: &Path) -> Option<Arch> {
 
 /// The sound card of `[target] vm`: `name` when given, else snd-dummy
 /// where the kernel has it and snd-aloop where it has not (Debian's ARM
-/// kernels have no snd-dummy). With the kernel's `modules` tree at hand,
-/// a card whose driver the kernel lacks is refused here, naming the sound
-/// drivers it has.
-fn sound_of(name: Option<&str>, modules: Option<&Path>) -> Result<Sound, (&'static str, String)> {
+/// kernels have no snd-dummy; the lab's ARM trees build snd-aloop in) —
+/// from its `modules` tree, or without one from the config beside the
+/// `kernel`. With the modules tree at hand, a card whose driver the kernel
+/// lacks is refused here, naming the sound drivers it has.
+fn sound_of(
+    name: Option<&str>,
+    modules: Option<&Path>,
+    kernel: &Path,
+) -> Result<Sound, (&'static str, String)> {
     let has = |s: Sound| modules.map_or(true, |m| initramfs::load_order(m, s.modules()).is_ok());
     let chosen = match name {
         Some(n) => {
             Sound::from_name(n).ok_or(("sound", format!("`{n}`: expected hda, dummy or aloop")))?
         }
+        None if modules.is_none() => builtin_sound(kernel).unwrap_or(Sound::Dummy),
         None => [Sound::Dummy, Sound::Aloop]
             .into_iter()
             .find(|s| has(*s))
@@ -252,6 +258,20 @@ fn sound_of(name: Option<&str>, modules: Option<&Path>) -> Result<Sound, (&'stat
         ));
     }
     Ok(chosen)
+}
+
+/// The lab's card a kernel without modules has built in, from the config
+/// kept beside it (`CONFIG_SND_DUMMY=y`, else `CONFIG_SND_ALOOP=y`).
+fn builtin_sound(kernel: &Path) -> Option<Sound> {
+    let config = std::fs::read_to_string(config_beside(kernel)?).ok()?;
+    let built_in = |option: &str| config.lines().any(|l| l.trim() == format!("{option}=y"));
+    [
+        (Sound::Dummy, "CONFIG_SND_DUMMY"),
+        (Sound::Aloop, "CONFIG_SND_ALOOP"),
+    ]
+    .into_iter()
+    .find(|(_, option)| built_in(option))
+    .map(|(s, _)| s)
 }
 
 /// `names` joined, the first `max` of them and how many more.
@@ -398,13 +418,18 @@ pub fn config_beside(kernel: &Path) -> Option<PathBuf> {
         let c = kernel.parent()?.join(format!("config-{release}"));
         return c.is_file().then_some(c);
     }
+    // The top of the tree, not `arch/<arch>/`, which has a Makefile and a
+    // Kconfig of its own.
     kernel
         .ancestors()
         .skip(1)
         .take(4)
-        .find(|d| d.join("Makefile").is_file() && d.join("Kconfig").is_file())
+        .find(|d| {
+            d.join("Makefile").is_file()
+                && d.join("Kconfig").is_file()
+                && d.join(".config").is_file()
+        })
         .map(|d| d.join(".config"))
-        .filter(|c| c.is_file())
 }
 
 /// The lab's key pair for the SSH channel (made once, in the cache): the
@@ -477,6 +502,8 @@ pub struct Lab {
     _dir: tempfile::TempDir,
     /// For people and `run.json`.
     pub describe: String,
+    /// Its emulated CPUs.
+    cpus: u32,
 }
 
 impl Lab {
@@ -486,9 +513,19 @@ impl Lab {
         self.guest.emulated_pid()
     }
 
+    /// The guest's emulated CPUs.
+    pub fn cpus(&self) -> u32 {
+        self.cpus
+    }
+
     /// QEMU's pid.
     pub fn pid(&self) -> u32 {
         self.guest.pid()
+    }
+
+    /// The last `n` lines of the guest's console, on one line.
+    pub fn console_tail(&self, n: usize) -> String {
+        self.guest.console_tail(n)
     }
 
     /// The guest's CPUs stopped: see [`Guest::freeze`].
@@ -598,6 +635,7 @@ pub fn boot(t: &SshTarget, vm: &VmSettings, bins: &Path) -> Result<Lab> {
         ssh,
         _dir: dir,
         describe,
+        cpus: vm.cpus,
     })
 }
 
@@ -806,6 +844,22 @@ mod tests {
         let (key, e) = VmSettings::resolve(&s, dir.path()).unwrap_err();
         assert_eq!(key, "sound");
         assert!(e.contains("has no snd-dummy, use sound = \"aloop\""), "{e}");
+    }
+
+    #[test]
+    fn a_built_tree_s_card_comes_from_its_config() {
+        let dir = tempfile::tempdir().unwrap();
+        let tree = dir.path();
+        std::fs::write(tree.join("Makefile"), "").unwrap();
+        std::fs::write(tree.join("Kconfig"), "").unwrap();
+        std::fs::write(tree.join(".config"), "CONFIG_SND=y\nCONFIG_SND_ALOOP=y\n").unwrap();
+        std::fs::create_dir_all(tree.join("arch/arm64/boot")).unwrap();
+        // As in a kernel tree: arch/arm64 has a Makefile and Kconfig too.
+        std::fs::write(tree.join("arch/arm64/Makefile"), "").unwrap();
+        std::fs::write(tree.join("arch/arm64/Kconfig"), "").unwrap();
+        let k = image(&tree.join("arch/arm64/boot"), Arch::Aarch64);
+        let vm = VmSettings::resolve(&spec(&k, None), dir.path()).unwrap();
+        assert_eq!(vm.sound, Sound::Aloop);
     }
 
     #[test]

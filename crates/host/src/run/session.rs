@@ -168,7 +168,14 @@ pub fn guests_of(s: &Scenario, vm: &VmSettings) -> (Vec<VmSettings>, BTreeMap<St
 fn lab_board(t: &SshTarget, vm: &VmSettings, dir: &Path) -> Result<Ssh> {
     let lab = crate::lab::vm::boot(t, vm, dir)?;
     crate::say!(": connecting to {}", lab.describe);
-    let mut ssh = Ssh::connect(&lab.ssh)?;
+    // A guest that booted but whose sshd does not answer: what its
+    // console said last is the likeliest why.
+    let mut ssh = Ssh::connect(&lab.ssh).map_err(|e| {
+        anyhow::anyhow!(
+            "{e:#}; the guest's console's last lines: {}",
+            lab.console_tail(6)
+        )
+    })?;
     ssh.hold(lab);
     deploy(&mut ssh, dir)?;
     Ok(ssh)

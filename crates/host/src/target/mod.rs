@@ -282,7 +282,12 @@ pub enum TrialClock {
     /// busy with other work the wall clock would cut trials that are merely
     /// slow; the wall clock is kept as a backstop at
     /// [`crate::lab::qemu::TCG_WALL_FACTOR`] times the timeout.
-    CpuOf(u32),
+    CpuOf {
+        /// QEMU's pid.
+        pid: u32,
+        /// The guest's emulated CPUs: the limit is per CPU.
+        cpus: u32,
+    },
 }
 
 /// When a trial started at `started` is past its timeout, on its clock
@@ -292,16 +297,18 @@ struct Deadline {
     limit: Duration,
     started: Instant,
     clock: TrialClock,
-    /// QEMU's pid and CPU time at the start; `None`: the wall clock (also
-    /// when QEMU's CPU time cannot be read at the start).
-    cpu: Option<(u32, Duration)>,
+    /// QEMU's pid, CPU time at the start and emulated CPUs; `None`: the
+    /// wall clock (also when QEMU's CPU time cannot be read at the start).
+    cpu: Option<(u32, Duration, u32)>,
 }
 
 impl Deadline {
     fn new(limit: Duration, clock: TrialClock, started: Instant) -> Deadline {
         let cpu = match clock {
             TrialClock::Wall => None,
-            TrialClock::CpuOf(pid) => xrunbench_trial::child::cpu_time(pid).map(|at| (pid, at)),
+            TrialClock::CpuOf { pid, cpus } => {
+                xrunbench_trial::child::cpu_time(pid).map(|at| (pid, at, cpus))
+            }
         };
         Deadline {
             limit,
@@ -320,7 +327,13 @@ impl Deadline {
     fn describe(&self) -> String {
         match self.clock {
             TrialClock::Wall => format!("{} s", self.limit.as_secs()),
-            TrialClock::CpuOf(_) => format!("{} s of QEMU's CPU time", self.limit.as_secs()),
+            TrialClock::CpuOf { cpus: 1, .. } => {
+                format!("{} s of QEMU's CPU time", self.limit.as_secs())
+            }
+            TrialClock::CpuOf { cpus, .. } => format!(
+                "{} s of QEMU's CPU time per emulated CPU ({cpus})",
+                self.limit.as_secs()
+            ),
         }
     }
 }
@@ -707,14 +720,19 @@ mod tests {
         // the trial, however long the wall clock has run past the hour.
         let t0 = Instant::now();
         let me = std::process::id();
-        let d = Deadline::new(S(3600), TrialClock::CpuOf(me), t0);
+        let cpu = |pid, cpus| TrialClock::CpuOf { pid, cpus };
+        let d = Deadline::new(S(3600), cpu(me, 1), t0);
         assert!(!d.passed(t0 + S(5 * 3600)));
         assert!(d.passed(t0 + S(10 * 3600)));
         assert_eq!(d.describe(), "3600 s of QEMU's CPU time");
+        assert_eq!(
+            Deadline::new(S(300), cpu(me, 2), t0).describe(),
+            "300 s of QEMU's CPU time per emulated CPU (2)"
+        );
         // No CPU time at all may be spent: past at once.
-        assert!(Deadline::new(S(0), TrialClock::CpuOf(me), t0).passed(t0));
+        assert!(Deadline::new(S(0), cpu(me, 2), t0).passed(t0));
         // QEMU gone: the wall clock decides.
-        let gone = Deadline::new(S(60), TrialClock::CpuOf(0), t0);
+        let gone = Deadline::new(S(60), cpu(0, 2), t0);
         assert!(!gone.passed(t0 + S(59)));
         assert!(gone.passed(t0 + S(60)));
     }

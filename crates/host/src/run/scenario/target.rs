@@ -108,8 +108,8 @@ impl SshTarget {
 
 /// Default `trial_timeout` in the VM lab: six times the trial's length and
 /// two minutes (a 10 s trial took 45 s of an emulated guest's time on a
-/// busy host); under TCG it is counted in QEMU's CPU time
-/// ([`crate::target::TrialClock::CpuOf`]).
+/// busy host); under TCG it is counted in QEMU's CPU time per emulated
+/// CPU ([`crate::target::TrialClock::CpuOf`]).
 pub fn lab_trial_timeout(duration: Span, warmup: Span) -> Span {
     Span::from_micros(6 * (duration.as_micros() + warmup.as_micros()) + 120_000_000)
 }
