@@ -695,6 +695,11 @@ fn start_with_accel(boot: &mut Boot, choice: AccelChoice) -> Result<(Guest, Stri
                 ),
             }
         }
+        AccelChoice::Auto if boot.arch.is_cross() => {
+            boot.accel = Accel::Tcg;
+            let why = "TCG: KVM runs guests of this machine's architecture only";
+            Ok((start(boot).map_err(boot_error)?, why.into()))
+        }
         AccelChoice::Auto => {
             let verdict = kvm_verdict();
             if qemu::kvm_opens() && verdict.as_deref() != Some(KVM_NO) {
