@@ -18,6 +18,7 @@ use anyhow::{bail, Context, Result};
 
 use super::cpio::{self, Entry};
 use crate::board::arch::Arch;
+use crate::board::build::BINARIES;
 
 /// The line the guest prints on its console once it is ready (its sshd
 /// up).
@@ -461,10 +462,15 @@ fn ssh_tail() -> String {
 
 /// The board binaries of `bins`, into `/lab/bin`.
 fn copy_board_binaries(t: &mut Tree, bins: &Path) -> Result<()> {
-    for b in ["xrun-trial", "xrun-player", "xrun-hackbench"] {
+    for b in BINARIES.iter().map(|b| b.name) {
         t.copy(&bins.join(b), &format!("/lab/bin/{b}"), 0o755)?;
     }
     Ok(())
+}
+
+/// The board binaries' files in `bins`.
+pub fn board_binaries(bins: &Path) -> impl Iterator<Item = PathBuf> + '_ {
+    BINARIES.iter().map(|b| bins.join(b.name))
 }
 
 /// Writes to `out` the console initramfs of the VM lab for `arch`: the
@@ -487,12 +493,11 @@ pub fn console_image(
         // The board binaries' libraries, of the guest's architecture.
         libraries.extend(super::userland::Userland::ensure(arch)?.libraries()?);
     } else {
-        let programs = ["xrun-trial", "xrun-player", "xrun-hackbench"].map(|b| bins.join(b));
-        for p in programs.iter().chain(extra.iter().map(|(from, _)| from)) {
-            let head = fs::read(p).with_context(|| format!("reading {}", p.display()))?;
+        for p in board_binaries(bins).chain(extra.iter().map(|(from, _)| from.clone())) {
+            let head = fs::read(&p).with_context(|| format!("reading {}", p.display()))?;
             // A script (a wrapper) has no libraries of its own.
             if head.starts_with(b"\x7fELF") {
-                libraries.extend(host_libraries(p)?);
+                libraries.extend(host_libraries(&p)?);
             }
         }
     }

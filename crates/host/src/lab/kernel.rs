@@ -149,7 +149,7 @@ fn release_of_meta(config: &Path, flavour: &str) -> Result<String> {
 }
 
 /// Whether the archive of `config` has a package `name`.
-fn exists(config: &Path, name: &str) -> Result<bool> {
+pub fn exists(config: &Path, name: &str) -> Result<bool> {
     Ok(apt_cache(config, &["show", "--no-all-versions", name])?.is_some_and(|t| !t.is_empty()))
 }
 

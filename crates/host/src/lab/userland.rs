@@ -13,14 +13,14 @@
 //! entries, so that a library the closure missed is named here rather
 //! than a guest whose sshd never starts.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use anyhow::{bail, Context, Result};
 
-use super::kernel::{apt, apt_cache, cache_dir, download};
+use super::kernel::{apt, apt_cache, cache_dir, download, exists};
 use crate::board::arch::Arch;
 use crate::board::elf;
 use crate::util::run_checked;
@@ -124,8 +124,7 @@ fn make(arch: Arch, work: &Path) -> Result<()> {
 /// The first of `names` the archive has.
 fn first_available(config: &Path, names: &[&str]) -> Result<String> {
     for n in names {
-        let shown = apt_cache(config, &["show", "--no-all-versions", n])?;
-        if shown.is_some_and(|t| !t.trim().is_empty()) {
+        if exists(config, n)? {
             return Ok(n.to_string());
         }
     }
@@ -176,16 +175,16 @@ pub fn depends_of(text: &str) -> Vec<String> {
 /// Fails naming each library that sshd or a helper loads and the userland
 /// lacks.
 fn missing_libraries(root: &Path, arch: Arch) -> Result<()> {
-    let have: BTreeSet<String> = super::initramfs::sysroot_libraries(root, arch)?
-        .iter()
-        .filter_map(|(_, guest)| guest.file_name().map(|n| n.to_string_lossy().into_owned()))
+    // Each library by the name programs ask for, with its file here.
+    let have: BTreeMap<String, PathBuf> = super::initramfs::sysroot_libraries(root, arch)?
+        .into_iter()
+        .filter_map(|(here, guest)| Some((guest.file_name()?.to_string_lossy().into_owned(), here)))
         .collect();
-    let mut programs = vec![root.join(SSHD)];
+    let mut queue = vec![root.join(SSHD)];
     if let Ok(rd) = fs::read_dir(root.join(OPENSSH_LIBEXEC)) {
-        programs.extend(rd.flatten().map(|e| e.path()).filter(|p| p.is_file()));
+        queue.extend(rd.flatten().map(|e| e.path()).filter(|p| p.is_file()));
     }
     let mut missing = BTreeSet::new();
-    let mut queue = programs;
     let mut done = BTreeSet::new();
     while let Some(p) = queue.pop() {
         if !done.insert(p.clone()) {
@@ -196,12 +195,11 @@ fn missing_libraries(root: &Path, arch: Arch) -> Result<()> {
             continue;
         };
         for n in needed {
-            if have.contains(&n) {
-                if let Some(lib) = find_library(root, arch, &n) {
-                    queue.push(lib);
+            match have.get(&n) {
+                Some(lib) => queue.push(lib.clone()),
+                None => {
+                    missing.insert(n);
                 }
-            } else {
-                missing.insert(n);
             }
         }
     }
@@ -213,18 +211,6 @@ fn missing_libraries(root: &Path, arch: Arch) -> Result<()> {
         );
     }
     Ok(())
-}
-
-/// The file of library `name` in the userland.
-fn find_library(root: &Path, arch: Arch, name: &str) -> Option<PathBuf> {
-    [
-        format!("lib/{}", arch.gnu_triple()),
-        format!("usr/lib/{}", arch.gnu_triple()),
-        "lib".to_string(),
-    ]
-    .iter()
-    .map(|d| root.join(d).join(name))
-    .find(|p| p.is_file())
 }
 
 #[cfg(test)]

@@ -658,8 +658,8 @@ fn userland(arch: Arch, bins: &Path) -> Result<(PathBuf, Vec<(PathBuf, PathBuf)>
             files.push((p.clone(), p));
         }
     }
-    for b in ["xrun-trial", "xrun-player", "xrun-hackbench"] {
-        files.extend(initramfs::host_libraries(&bins.join(b))?);
+    for b in initramfs::board_binaries(bins) {
+        files.extend(initramfs::host_libraries(&b)?);
     }
     Ok((sshd, files))
 }

@@ -914,11 +914,12 @@ impl Target for Ssh {
     }
 
     fn trial_clock(&self) -> super::TrialClock {
-        match self.lab.as_ref().and_then(|l| l.emulated_pid()) {
-            Some(pid) => super::TrialClock::CpuOf {
-                pid,
-                cpus: self.lab.as_ref().map_or(1, |l| l.cpus()),
-            },
+        match self
+            .lab
+            .as_ref()
+            .and_then(|l| Some((l.emulated_pid()?, l.cpus())))
+        {
+            Some((pid, cpus)) => super::TrialClock::CpuOf { pid, cpus },
             None => super::TrialClock::Wall,
         }
     }
