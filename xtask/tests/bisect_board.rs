@@ -449,11 +449,11 @@ fn ctrl_c_mid_bisection_resets_the_repository_and_restores_the_knob() {
             "8",
         ],
     );
-    // In `git bisect run`, a trial on the board with the knob applied.
+    // In the search, a trial on the board with the knob applied.
     assert!(
         support::wait_for(600, || x.stdout().contains("running")
             && support::sysctl(RR) != before),
-        "git bisect run did not start a trial: {}",
+        "the search did not start a trial: {}",
         x.output()
     );
     x.signal_group(libc::SIGINT);
@@ -475,7 +475,7 @@ fn ctrl_c_mid_bisection_resets_the_repository_and_restores_the_knob() {
             != Some(0)
     );
     assert!(
-        x.stderr().contains("git bisect reset done"),
+        x.stderr().contains("the tree is back where it was"),
         "{}",
         x.output()
     );

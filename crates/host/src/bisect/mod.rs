@@ -23,6 +23,7 @@
 pub mod alternatives;
 pub mod deploy;
 pub mod population;
+pub mod posterior;
 pub mod rule;
 pub mod run;
 pub mod sim;
@@ -177,6 +178,17 @@ pub fn run(args: &BisectArgs) -> anyhow::Result<ExitCode> {
 }
 
 fn step(args: &BisectArgs) -> Result<u8, Stop> {
+    let outcome = step_outcome(args)?;
+    match outcome.record.decision.why {
+        Some(why) if outcome.exit >= EXIT_SKIP => Err(Stop(outcome.exit, why)),
+        _ => Ok(outcome.exit),
+    }
+}
+
+/// The step as it ended, its record with the metric of each trial
+/// (`bisect-run`'s search takes the bad endpoint's into its posterior,
+/// an undecided one's too).
+fn step_outcome(args: &BisectArgs) -> Result<step::StepOutcome, Stop> {
     check_args(args)?;
     signals::install().map_err(|e| abort(format!("{e:#}")))?;
     let base = RunDir::load(&args.baseline).map_err(|e| abort(e.0))?;
@@ -236,10 +248,7 @@ fn step(args: &BisectArgs) -> Result<u8, Stop> {
     if let Some(dir) = &outcome.run_dir {
         println!("bisect: trials in {}", dir.display());
     }
-    match outcome.record.decision.why {
-        Some(why) if outcome.exit >= EXIT_SKIP => Err(Stop(outcome.exit, why)),
-        _ => Ok(outcome.exit),
-    }
+    Ok(outcome)
 }
 
 /// What the trusted hooks are: as `bisect-run` handed them over, else as

@@ -1,42 +1,52 @@
 //! `cargo xtask bisect-run SCENARIO --good G --bad B`, in the kernel tree:
-//! the whole bisection as one command (issue 12 §2).
+//! the whole bisection as one command.
 //!
 //! 1. The endpoints first: the baseline is taken at G (with the deploy)
-//!    unless one is given — then G must measure good against it; B must
-//!    measure bad, else there is nothing to bisect and it stops.
-//! 2. `git bisect start B G`, `git bisect run` with `cargo xtask bisect`
-//!    itself as the step (this binary, so git reads its exit codes as they
-//!    are: 0 good, 1 bad, 125 skip, ≥ 128 abort).
+//!    unless one is given — then G must measure good against it; B is
+//!    checked against it by the step's rule (at α / 5,
+//!    [`posterior::endpoint_alpha`]): shown not worse by the threshold,
+//!    there is nothing to bisect and it stops with both figures.
+//! 2. The search ([`posterior`]): a posterior over where in G..B the
+//!    culprit is, from every trial of every commit, the endpoints' too;
+//!    each visit checks out the commit the posterior asks about, deploys
+//!    it and runs `--per-visit` trials, until one candidate holds
+//!    `--confidence` or `--search-trials` are spent (exit 125). A commit
+//!    that cannot be measured (125) joins the next one as a candidate.
+//!    The series is G's first-parent line to B (`git rev-list
+//!    --first-parent`); `git bisect` itself stays for a step under `git
+//!    bisect run` (`bisect`), and the search leaves its verdicts in
+//!    `git-bisect.log` for `git bisect replay`.
 //! 3. The culprit confirmed with fresh trials of it and its parent
 //!    (`--confirm-trials`, 8) and, with `--confirm-revert`, of the bad
 //!    commit with the culprit reverted — in a temporary worktree, the
 //!    user's tree untouched — tested by [`super::rule::confirm`].
 //! 4. The report (`report.txt`, `report.md`): the culprit's `git log
-//!    --oneline -1`, board and kernel fingerprints, the mmtests-style
-//!    table of parent vs culprit (vs revert), steps, trials, total time.
+//!    --oneline -1`, the posterior, board and kernel fingerprints, the
+//!    mmtests-style table of parent vs culprit (vs revert), steps,
+//!    trials, total time.
 //!
-//! `git bisect reset` on every way out, Ctrl-C included (the running
-//! trial stops and restores the board's knobs itself).
+//! The tree goes back to the branch (or commit) it was on, on every way
+//! out, Ctrl-C included (the running trial stops and restores the
+//! board's knobs itself).
 //!
 //! Exit: 0 culprit named and confirmed; 1 no culprit (B not worse, G not
-//! good, no single commit, or the confirmation did not hold); 2 bad input;
-//! 130 interrupted.
+//! good, or the confirmation did not hold); 2 bad input; 125 the
+//! posterior did not settle on one candidate; 130 interrupted.
 //!
 //! Everything lands in `results/<scenario>/bisect-<stamp>/`: `steps/`
-//! (each step's run directory with `step.json` and `deploy.log`), the
-//! report, `git-bisect.log`.
+//! (each visit's run directory with `step.json` and `deploy.log`), the
+//! report, `posterior.txt`, `git-bisect.log`.
 
 use std::fmt::Write as _;
-use std::io::{BufRead, BufReader};
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode, Stdio};
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Instant, SystemTime};
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use xrunbench_schema::doc::{utc_stamp, write_atomic};
 
 use super::deploy::{Deploy, DeployArgs};
+use super::posterior::{self, Family, Measured, SearchArgs, Series};
 use super::rule::{self, Confirmation, CONFIRM_TRIALS};
 use super::step::{self, git_out, short, Goal, StepRecord, StepSpec, STEP_FILE};
 use super::trust::HostHooks;
@@ -46,7 +56,6 @@ use crate::compare::metrics::Metric;
 use crate::compare::table::Significance;
 use crate::results::{default_results_root, RunDir};
 use crate::run::{scenario, signals, TargetArgs};
-use crate::target::hooks::{kill_group, wait_group_gone};
 
 /// Culprit named and confirmed.
 const EXIT_CONFIRMED: u8 = 0;
@@ -54,6 +63,8 @@ const EXIT_CONFIRMED: u8 = 0;
 const EXIT_NO_CULPRIT: u8 = 1;
 /// Bad input: one line.
 const EXIT_BAD_INPUT: u8 = 2;
+/// The search ended without one candidate holding the confidence.
+const EXIT_UNDECIDED: u8 = 125;
 /// SIGINT/SIGTERM.
 const EXIT_INTERRUPTED: u8 = 130;
 
@@ -79,9 +90,14 @@ pub struct BisectRunArgs {
     /// The configuration to run (default: the scenario's only one).
     #[arg(long, value_name = "CONFIG")]
     pub config: Option<String>,
-    /// How each step decides.
+    /// How the endpoints are checked (the good one against a given
+    /// baseline, the bad one against the baseline) and the culprit
+    /// confirmed.
     #[command(flatten)]
     pub decision: Decision,
+    /// How the search goes.
+    #[command(flatten)]
+    pub search: SearchArgs,
     /// Fresh trials of the culprit and of its parent (and of the revert).
     #[arg(long, value_name = "N", default_value_t = CONFIRM_TRIALS)]
     pub confirm_trials: usize,
@@ -114,6 +130,8 @@ pub struct BisectRunArgs {
 enum End {
     /// Nothing to bisect, or no single commit: one line (exit 1).
     NoCulprit(String),
+    /// The posterior did not settle: one line (exit 125).
+    Undecided(String),
     /// Bad input: one line (exit 2).
     BadInput(String),
     /// A signal.
@@ -131,6 +149,11 @@ struct Bisection<'a> {
     dir: PathBuf,
     good: String,
     bad: String,
+    /// The series: `good`, its first-parent line, `bad`.
+    series: Vec<String>,
+    /// The commit this bisection last checked out: the tree must still be
+    /// on it.
+    at: Option<String>,
     started: Instant,
     /// JUnit cases: (name, failure).
     cases: Vec<(String, Option<String>)>,
@@ -153,24 +176,9 @@ pub fn run(args: &BisectRunArgs) -> Result<ExitCode> {
         }
     };
     println!("bisect-run: the bisection's directory: {}", b.dir.display());
-    let start = Command::new("git")
-        .current_dir(&b.top)
-        .args(["bisect", "start", &b.bad, &b.good])
-        .output()
-        .context("running git")?;
-    if !start.status.success() {
-        crate::say!(
-            " bisect-run: git bisect start {} {} failed: {}",
-            short(&b.bad),
-            short(&b.good),
-            crate::target::last(&start.stderr)
-        );
-        return Ok(ExitCode::from(EXIT_BAD_INPUT));
-    }
     let result = {
-        let _reset = BisectReset(b.top.clone());
-        let out = String::from_utf8_lossy(&start.stdout).into_owned();
-        bisection(&mut b, &out)
+        let _back = ReturnTo::here(&b.top);
+        bisection(&mut b)
     };
     let code = match result {
         Ok(confirmed) => {
@@ -184,12 +192,16 @@ pub fn run(args: &BisectRunArgs) -> Result<ExitCode> {
             println!("bisect-run: {line}");
             EXIT_NO_CULPRIT
         }
+        Err(End::Undecided(line)) => {
+            println!("bisect-run: {line}");
+            EXIT_UNDECIDED
+        }
         Err(End::BadInput(line)) => {
             crate::say!(" bisect-run: {line}");
             EXIT_BAD_INPUT
         }
         Err(End::Interrupted) => {
-            crate::say!(" bisect-run: interrupted; git bisect reset done, knobs restored");
+            crate::say!(" bisect-run: interrupted; the tree is back where it was, knobs restored");
             b.cases
                 .push(("interrupted".into(), Some("stopped by a signal".into())));
             EXIT_INTERRUPTED
@@ -212,25 +224,68 @@ pub fn run(args: &BisectRunArgs) -> Result<ExitCode> {
     Ok(ExitCode::from(code))
 }
 
-/// `git bisect reset` when dropped: every way out of the bisection.
-struct BisectReset(PathBuf);
+/// Checks out, when dropped, the branch (or the commit) the tree was on
+/// when the bisection began: every way out of it.
+struct ReturnTo {
+    top: PathBuf,
+    to: Option<String>,
+}
 
-impl Drop for BisectReset {
+impl ReturnTo {
+    fn here(top: &Path) -> ReturnTo {
+        let to = git_out(top, &["symbolic-ref", "-q", "--short", "HEAD"])
+            .or_else(|| git_out(top, &["rev-parse", "HEAD"]));
+        ReturnTo {
+            top: top.to_path_buf(),
+            to,
+        }
+    }
+}
+
+impl Drop for ReturnTo {
     fn drop(&mut self) {
+        let Some(to) = &self.to else { return };
         let o = Command::new("git")
-            .current_dir(&self.0)
-            .args(["bisect", "reset"])
+            .current_dir(&self.top)
+            .args(["checkout", "-q", to])
             .stdin(Stdio::null())
             .output();
         match o {
-            Ok(o) if o.status.success() => println!("bisect-run: git bisect reset"),
+            Ok(o) if o.status.success() => println!("bisect-run: the tree is back on {to}"),
             Ok(o) => crate::say!(
-                " bisect-run: git bisect reset failed: {}; run it yourself",
+                " bisect-run: git checkout {to} failed: {}; check it out yourself",
                 crate::target::last(&o.stderr)
             ),
-            Err(e) => crate::say!(" bisect-run: git bisect reset: {e}; run it yourself"),
+            Err(e) => crate::say!(" bisect-run: git checkout {to}: {e}; check it out yourself"),
         }
     }
+}
+
+/// The series from `good` to `bad`: `good`, then `bad`'s first-parent
+/// line down to it, oldest first; `good` must be on that line.
+fn series(top: &Path, good: &str, bad: &str) -> Result<Vec<String>, String> {
+    let line = git_out(
+        top,
+        &[
+            "rev-list",
+            "--reverse",
+            "--first-parent",
+            &format!("{good}..{bad}"),
+        ],
+    )
+    .ok_or("git rev-list failed")?;
+    let line: Vec<String> = line.lines().map(str::to_string).collect();
+    let oldest = line.first().ok_or("--bad is --good: nothing to bisect")?;
+    if git_out(top, &["rev-parse", &format!("{oldest}^1")]).as_deref() != Some(good) {
+        return Err(format!(
+            "--good {} is not on the first-parent line of --bad {}: bisect-run searches a \
+             linear series; bisect across the merge with `git bisect run {} bisect …`",
+            short(good),
+            short(bad),
+            crate::util::invocation()
+        ));
+    }
+    Ok(std::iter::once(good.to_string()).chain(line).collect())
 }
 
 /// Checks the command line, the tree and the scenario; creates the
@@ -259,6 +314,8 @@ fn prepare(args: &BisectRunArgs) -> Result<Bisection<'_>, String> {
         ));
     }
     args.decision.check()?;
+    args.search.check()?;
+    let series = series(&top, &good, &bad)?;
     if args.confirm_trials < 2 || args.baseline_trials == Some(1) {
         return Err("--confirm-trials and --baseline-trials must be at least 2".into());
     }
@@ -311,6 +368,8 @@ fn prepare(args: &BisectRunArgs) -> Result<Bisection<'_>, String> {
         dir,
         good,
         bad,
+        series,
+        at: None,
         started: Instant::now(),
         cases: Vec::new(),
         trusted,
@@ -337,26 +396,15 @@ fn fresh_dir(root: &Path, name: &str) -> Result<PathBuf, String> {
     ))
 }
 
-/// The commit `git bisect` names in `text`: `<id> is the first bad commit`.
-fn first_bad(text: &str) -> Option<String> {
-    text.lines().find_map(|l| {
-        let (id, rest) = l.split_once(' ')?;
-        (rest.trim() == "is the first bad commit" && id.chars().all(|c| c.is_ascii_hexdigit()))
-            .then(|| id.to_string())
-    })
-}
-
 /// Steps 1 to 4; `Ok(confirmed)` once the report is written.
-fn bisection(b: &mut Bisection, started: &str) -> Result<bool, End> {
-    let midpoint = git_out(&b.top, &["rev-parse", "HEAD"]);
-    let named_at_start = first_bad(started);
+fn bisection(b: &mut Bisection) -> Result<bool, End> {
     // 1. The endpoints.
     checkout(b, &b.good.clone())?;
     let baseline = match &b.args.baseline {
         Some(d) => {
             RunDir::load(d).map_err(|e| End::BadInput(e.0))?;
-            let code = decide(b, &format!("good-{}", short(&b.good)), d)?;
-            endpoint(b, "good", code, 0)?;
+            let (code, _) = decide(b, &format!("good-{}", short(&b.good)), d, None)?;
+            endpoint(b, "good", code, 0, None)?;
             d.clone()
         }
         None => {
@@ -375,26 +423,64 @@ fn bisection(b: &mut Bisection, started: &str) -> Result<bool, End> {
             dir
         }
     };
+    let base_values = values_of(b, &baseline)?;
     print_expectation(b, &baseline);
     checkout(b, &b.bad.clone())?;
-    let code = decide(b, &format!("bad-{}", short(&b.bad)), &baseline)?;
-    endpoint(b, "bad", code, 1)?;
-    // 2. The bisection.
-    let culprit = match named_at_start {
-        Some(c) => c,
-        None => {
-            if let Some(m) = &midpoint {
-                checkout(b, m)?;
-            }
-            git_bisect_run(b, &baseline)?
-        }
+    let alpha = posterior::endpoint_alpha(b.args.decision.alpha);
+    let (code, bad_values) = decide(b, &format!("bad-{}", short(&b.bad)), &baseline, Some(alpha))?;
+    let figures = figures(b, &base_values, &bad_values);
+    if code == super::step::EXIT_SKIP && !bad_values.is_empty() {
+        println!(
+            "bisect-run: the bad commit {} is not yet shown worse ({figures}); the search goes \
+             on, and the confirmation decides",
+            short(&b.bad)
+        );
+        b.cases.push(("endpoint bad".into(), None));
+    } else {
+        endpoint(b, "bad", code, 1, Some(&figures))?;
+    }
+    // 2. The search.
+    let (family, mut series) = start_search(b, &base_values, &bad_values)?;
+    let out = posterior::search(&mut series, family, b.args.search.plan(), |i, k, post| {
+        visit(b, i, k, post.bad_probability(i))
+    })?;
+    let table = posterior_table(b, &series, &out);
+    println!("{table}");
+    let _ = write_atomic(&b.dir.join("posterior.txt"), table.as_bytes());
+    let Some(g) = out.found else {
+        let why = format!(
+            "no commit holds {:.0} % of the posterior ({}; {} trials in {} visits): no \
+             culprit named",
+            100.0 * b.args.search.confidence,
+            out.why.unwrap_or_default(),
+            out.trials,
+            out.visits
+        );
+        b.cases.push(("bisection".into(), Some(why.clone())));
+        return Err(End::Undecided(why));
     };
+    let culprit = b.series[g.last].clone();
+    write_replay_log(b, &series, g.last);
     let oneline = git_out(&b.top, &["log", "--oneline", "-1", &culprit]).unwrap_or_default();
-    println!("bisect-run: first bad commit: {oneline}");
+    println!("{culprit} is the first bad commit");
+    if !g.single() {
+        println!(
+            "bisect-run: or one of the commits before it that could not be measured: {}",
+            b.series[g.first..g.last]
+                .iter()
+                .map(|c| short(c))
+                .collect::<Vec<_>>()
+                .join(" ")
+        );
+    }
+    println!(
+        "bisect-run: first bad commit: {oneline} (posterior {:.3})",
+        g.mass
+    );
     b.cases.push(("bisection".into(), None));
-    // 3. The confirmation.
-    let parent = git_out(&b.top, &["rev-parse", &format!("{culprit}^")])
-        .ok_or_else(|| End::NoCulprit(format!("{oneline}: a root commit has no parent")))?;
+    // 3. The confirmation, against the last commit before the candidate
+    // (its parent, unless the parent could not be measured).
+    let parent = b.series[g.first - 1].clone();
     let n = b.args.confirm_trials;
     checkout(b, &parent)?;
     let (top, scen) = (b.top.clone(), b.scenario.clone());
@@ -407,12 +493,194 @@ fn bisection(b: &mut Bisection, started: &str) -> Result<bool, End> {
         None
     };
     // 4. The report.
-    let confirmed = report(b, &oneline, &parent_dir, &culprit_dir, revert.as_ref())?;
+    let confirmed = report(
+        b,
+        &oneline,
+        &table,
+        &parent_dir,
+        &culprit_dir,
+        revert.as_ref(),
+    )?;
     Ok(confirmed)
 }
 
+/// The metric of each trial of the configuration in a run directory.
+fn values_of(b: &Bisection, dir: &Path) -> Result<Vec<f64>, End> {
+    let run = RunDir::load(dir).map_err(|e| End::BadInput(e.0))?;
+    let config = if run.configs.contains(&b.config) || run.configs.len() != 1 {
+        b.config.clone()
+    } else {
+        run.configs[0].clone()
+    };
+    Ok(run
+        .trials_of(&config)
+        .iter()
+        .filter_map(|t| b.args.decision.metric.of(t))
+        .collect())
+}
+
+/// Both endpoints' figures, for the lines that stop or go on.
+fn figures(b: &Bisection, base: &[f64], bad: &[f64]) -> String {
+    let d = |v: &[f64]| {
+        crate::stats::Describe::of(v).map_or("no trials".to_string(), |d| {
+            format!("mean {:.2} over {} trials", d.mean, v.len())
+        })
+    };
+    format!(
+        "{}: baseline {}, bad commit {}",
+        b.args.decision.metric.label(),
+        d(base),
+        d(bad)
+    )
+}
+
+/// The search's model and its series, the endpoints' trials in it.
+fn start_search(b: &Bisection, base: &[f64], bad: &[f64]) -> Result<(Family, Series), End> {
+    let (_, s) = load_here(b, &b.top, &b.scenario)?;
+    let metric = b.args.decision.metric;
+    let family = Family::of(metric, metric.resolution(s.duration.as_secs_f64()));
+    let n = b.series.len() - 1;
+    let mut series = Series::new(n);
+    series.add(0, base);
+    series.add(n, bad);
+    println!(
+        "bisect-run: searching {} commits ({}; --confidence {}, {} trials a visit, at most {})",
+        n,
+        family.describe(),
+        b.args.search.confidence,
+        b.args.search.per_visit,
+        b.args.search.search_trials
+    );
+    Ok((family, series))
+}
+
+/// One visit of the search: commit `i` of the series checked out,
+/// deployed and measured `k` times.
+fn visit(b: &mut Bisection, i: usize, k: usize, p_bad: f64) -> Result<Measured, End> {
+    let commit = b.series[i].clone();
+    println!(
+        "bisect-run: {} (commit {i} of {}, P(bad) {p_bad:.3}): {k} trials",
+        short(&commit),
+        b.series.len() - 1
+    );
+    checkout(b, &commit)?;
+    let (top, scen) = (b.top.clone(), b.scenario.clone());
+    let label = format!("step-{}", short(&commit));
+    let (file, s) = match load_here(b, &top, &scen) {
+        Ok(x) => x,
+        Err(End::NoCulprit(why)) => {
+            println!("bisect-run: {}: cannot be measured: {why}", short(&commit));
+            return Ok(Measured::Unusable);
+        }
+        Err(e) => return Err(e),
+    };
+    let deploy = Deploy::resolve(&s, &b.args.deploy, &top).map_err(End::BadInput)?;
+    let lava = b.args.lava.or_scenario(&s);
+    let spec = StepSpec {
+        file,
+        scenario: s,
+        config: b.config.clone(),
+        metric: b.args.decision.metric,
+        bin_dir: b.args.bins.bin_dir.clone(),
+        deploy,
+        root: b.dir.clone(),
+        group: "steps".into(),
+        label,
+        lava,
+    };
+    let out = step::measure(&spec, &Goal::Fixed(k));
+    match out.exit {
+        0 => Ok(Measured::Trials(out.record.trials)),
+        super::step::EXIT_INTERRUPTED => Err(End::Interrupted),
+        _ => {
+            println!(
+                "bisect-run: {}: cannot be measured: {}",
+                short(&commit),
+                out.record.decision.why.unwrap_or_default()
+            );
+            Ok(Measured::Unusable)
+        }
+    }
+}
+
+/// The posterior as the report shows it: the model, then every commit
+/// measured or holding any mass, oldest first, with its mass, its chance
+/// of being bad and its trials; the candidate named marked.
+fn posterior_table(b: &Bisection, series: &Series, out: &posterior::Outcome) -> String {
+    let p = &out.posterior;
+    let unit = b.args.decision.metric.label();
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "posterior ({}, spread {:.2}): good level {:.2} {unit}, bad level {:.2} {unit}; {} \
+         trials in {} visits",
+        p.fit.family.describe(),
+        p.fit.spread,
+        p.fit.good_mean,
+        p.fit.bad_mean,
+        out.trials,
+        out.visits
+    );
+    let _ = writeln!(s, "  mass  P(bad) trials  commit");
+    let named = out.found.as_ref().map(|g| g.first..=g.last);
+    for (i, c) in b.series.iter().enumerate() {
+        let n = series.trials(i).len();
+        if n == 0 && p.mass[i] < 0.001 && !series.unusable(i) {
+            continue;
+        }
+        let subject = git_out(&b.top, &["log", "-1", "--format=%s", c]).unwrap_or_default();
+        let mark = match (&named, series.unusable(i)) {
+            (Some(r), _) if r.contains(&i) => "<",
+            (_, true) => "125",
+            _ => "",
+        };
+        let line = format!(
+            "  {:.3} {:.3} {n:>6}  {} {subject}",
+            p.mass[i],
+            p.bad_probability(i),
+            short(c)
+        );
+        let line: String = line.chars().take(76).collect();
+        let _ = writeln!(s, "{line} {mark}");
+    }
+    s
+}
+
+/// `git-bisect.log`: the search's verdicts as `git bisect replay` reads
+/// them — each measured commit good before the culprit and bad from it,
+/// the unmeasurable ones skipped.
+fn write_replay_log(b: &Bisection, series: &Series, culprit: usize) {
+    let mut log = String::from("git bisect start\n");
+    let subject = |c: &str| git_out(&b.top, &["log", "-1", "--format=%s", c]).unwrap_or_default();
+    for (i, c) in b.series.iter().enumerate() {
+        let verdict = if series.unusable(i) {
+            "skip"
+        } else if series.trials(i).is_empty() {
+            continue;
+        } else if i >= culprit {
+            "bad"
+        } else {
+            "good"
+        };
+        let _ = write!(
+            log,
+            "# {verdict}: [{c}] {}\ngit bisect {verdict} {c}\n",
+            subject(c)
+        );
+    }
+    let c = &b.series[culprit];
+    let _ = writeln!(log, "# first bad commit: [{c}] {}", subject(c));
+    let _ = write_atomic(&b.dir.join("git-bisect.log"), log.as_bytes());
+}
+
 /// An endpoint's verdict: `want` (0 good, 1 bad), else the end.
-fn endpoint(b: &mut Bisection, which: &str, code: u8, want: u8) -> Result<(), End> {
+fn endpoint(
+    b: &mut Bisection,
+    which: &str,
+    code: u8,
+    want: u8,
+    figures: Option<&str>,
+) -> Result<(), End> {
     let (commit, other) = if which == "good" {
         (&b.good, "bad")
     } else {
@@ -429,9 +697,10 @@ fn endpoint(b: &mut Bisection, which: &str, code: u8, want: u8) -> Result<(), En
         }
         super::step::EXIT_INTERRUPTED => return Err(End::Interrupted),
         0 | 1 if which == "bad" => format!(
-            "the bad commit {} is not worse than the baseline (measured {other}): there is \
-             nothing to bisect",
-            short(commit)
+            "the bad commit {} is not worse than the baseline by the threshold (measured \
+             {other}; {}): there is nothing to bisect",
+            short(commit),
+            figures.unwrap_or_default()
         ),
         0 | 1 => format!(
             "the good commit {} is worse than the baseline (measured {other}): the baseline is \
@@ -449,10 +718,21 @@ fn endpoint(b: &mut Bisection, which: &str, code: u8, want: u8) -> Result<(), En
     Err(End::NoCulprit(why))
 }
 
-/// `git checkout` of `commit` (detached, as git bisect does).
-fn checkout(b: &Bisection, commit: &str) -> Result<(), End> {
+/// `git checkout` of `commit` (detached, as git bisect does), after
+/// checking that the tree is still where this bisection left it.
+fn checkout(b: &mut Bisection, commit: &str) -> Result<(), End> {
     if signals::stop_requested().is_some() {
         return Err(End::Interrupted);
+    }
+    if let Some(at) = &b.at {
+        let head = git_out(&b.top, &["rev-parse", "HEAD"]).unwrap_or_default();
+        if head != *at {
+            return Err(End::BadInput(format!(
+                "the tree changed under the search: HEAD is {}, this bisection left it at {}",
+                short(&head),
+                short(at)
+            )));
+        }
     }
     let o = Command::new("git")
         .current_dir(&b.top)
@@ -467,6 +747,7 @@ fn checkout(b: &Bisection, commit: &str) -> Result<(), End> {
             crate::target::last(&o.stderr)
         )));
     }
+    b.at = git_out(&b.top, &["rev-parse", "HEAD"]);
     Ok(())
 }
 
@@ -488,15 +769,30 @@ fn load_here(
     Ok((file, s))
 }
 
-/// One bisect step in this process (the endpoints): its exit code.
-fn decide(b: &Bisection, label: &str, baseline: &Path) -> Result<u8, End> {
-    let a = step_args(b, baseline, Some(label.to_string()));
-    match super::step(&a) {
-        Ok(code) => Ok(code),
+/// One bisect step in this process (the endpoints), at `alpha` if given:
+/// its exit code and the metric of each trial it measured.
+fn decide(
+    b: &Bisection,
+    label: &str,
+    baseline: &Path,
+    alpha: Option<f64>,
+) -> Result<(u8, Vec<f64>), End> {
+    let mut a = step_args(b, baseline, Some(label.to_string()));
+    if let Some(alpha) = alpha {
+        a.decision.alpha = alpha;
+    }
+    match super::step_outcome(&a) {
+        Ok(out) if out.exit == super::step::EXIT_INTERRUPTED => Err(End::Interrupted),
+        Ok(out) => {
+            if let Some(why) = out.record.decision.why.as_deref() {
+                crate::say!(" bisect-run: {label}: {why}");
+            }
+            Ok((out.exit, out.record.trials))
+        }
         Err(Stop(super::step::EXIT_INTERRUPTED, _)) => Err(End::Interrupted),
         Err(Stop(code, msg)) => {
             crate::say!(" bisect-run: {label}: {msg}");
-            Ok(code)
+            Ok((code, Vec::new()))
         }
     }
 }
@@ -519,134 +815,6 @@ fn step_args(b: &Bisection, baseline: &Path, label: Option<String>) -> BisectArg
         trusted_hooks: Some(b.dir.join(TRUSTED_HOOKS)),
         step_label: label,
     }
-}
-
-/// The same step as a command line of this binary, for `git bisect run`.
-fn step_command_line(b: &Bisection, baseline: &Path) -> Result<Vec<String>, End> {
-    let a = b.args;
-    let exe =
-        std::env::current_exe().map_err(|e| End::BadInput(format!("finding this program: {e}")))?;
-    let path = |p: &Path| p.display().to_string();
-    let mut v = vec![
-        path(&exe),
-        "bisect".into(),
-        path(&b.scenario),
-        "--baseline".into(),
-        path(baseline),
-        "--bisect-dir".into(),
-        path(&b.dir),
-        "--config".into(),
-        b.config.clone(),
-        "--trusted-hooks".into(),
-        path(&b.dir.join(TRUSTED_HOOKS)),
-    ];
-    v.extend(a.decision.to_args());
-    let mut opt = |name: &str, value: Option<String>| {
-        if let Some(x) = value {
-            v.push(name.into());
-            v.push(x);
-        }
-    };
-    opt("--results-dir", a.results_dir.as_deref().map(path));
-    opt("--bin-dir", a.bins.bin_dir.as_deref().map(path));
-    opt("--target", a.target.target.clone());
-    for o in &a.target.ssh_options {
-        opt("--ssh-option", Some(o.clone()));
-    }
-    opt("--deploy", a.deploy.deploy.clone());
-    opt(
-        "--boot-timeout",
-        a.deploy.boot_timeout.map(|s| s.to_string()),
-    );
-    opt("--expect-kernel", a.deploy.expect_kernel.clone());
-    opt("--retries", a.deploy.retries.map(|r| r.to_string()));
-    // The lab's token goes by its file or the environment the step
-    // inherits, never on a command line.
-    if a.lava.lava.is_some() {
-        opt("--lava", a.lava.lava.clone());
-        opt("--lava-job", a.lava.lava_job.as_deref().map(path));
-        opt("--lava-devices", Some(a.lava.lava_devices.to_string()));
-        opt(
-            "--lava-token-file",
-            a.lava.lava_token_file.as_deref().map(path),
-        );
-    }
-    Ok(v)
-}
-
-/// `git bisect run` with this binary's `bisect` as the step, in a process
-/// group of its own: on Ctrl-C we pass SIGINT on to it and wait until
-/// every process of that group (the step restoring the board's knobs) is
-/// gone. Its output is shown and kept in `git-bisect.log`. Returns the
-/// first bad commit.
-fn git_bisect_run(b: &Bisection, baseline: &Path) -> Result<String, End> {
-    let line = step_command_line(b, baseline)?;
-    let mut child = Command::new("git")
-        .current_dir(&b.top)
-        .args(["bisect", "run"])
-        .args(&line)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .process_group(0)
-        .spawn()
-        .map_err(|e| End::BadInput(format!("git bisect run: {e}")))?;
-    let pgid = child.id();
-    let (tx, rx) = std::sync::mpsc::channel();
-    if let Some(out) = child.stdout.take() {
-        std::thread::spawn(move || {
-            for l in BufReader::new(out).lines() {
-                let Ok(l) = l else { break };
-                if tx.send(l).is_err() {
-                    break;
-                }
-            }
-        });
-    }
-    let mut text = String::new();
-    let mut forwarded = false;
-    loop {
-        match rx.recv_timeout(Duration::from_millis(100)) {
-            Ok(l) => {
-                println!("{l}");
-                text.push_str(&l);
-                text.push('\n');
-                continue;
-            }
-            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
-            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
-                if matches!(child.try_wait(), Ok(Some(_))) {
-                    break;
-                }
-                std::thread::sleep(Duration::from_millis(50));
-            }
-        }
-        if !forwarded && signals::stop_requested().is_some() {
-            kill_group(pgid, libc::SIGINT);
-            forwarded = true;
-        }
-    }
-    let _ = child.wait();
-    let _ = std::fs::write(b.dir.join("git-bisect.log"), &text);
-    if forwarded || signals::stop_requested().is_some() {
-        wait_group_gone(pgid);
-        return Err(End::Interrupted);
-    }
-    first_bad(&text).ok_or_else(|| {
-        let why = text
-            .lines()
-            .skip_while(|l| !l.contains("could be any of"))
-            .take_while(|l| !l.contains("We cannot bisect more"))
-            .collect::<Vec<_>>()
-            .join(" ");
-        End::NoCulprit(if why.is_empty() {
-            format!(
-                "git bisect run named no commit: see {}",
-                b.dir.join("git-bisect.log").display()
-            )
-        } else {
-            format!("git bisect run could not name one commit (commits skipped): {why}")
-        })
-    })
 }
 
 /// `n` trials at the commit checked out in `tree` (a baseline, a
@@ -771,12 +939,7 @@ fn print_expectation(b: &Bisection, baseline: &Path) {
         .iter()
         .filter_map(|t| t.player.as_ref().map(|p| p.totals.count as f64))
         .collect();
-    let commits = git_out(
-        &b.top,
-        &["rev-list", "--count", &format!("{}..{}", b.good, b.bad)],
-    )
-    .and_then(|n| n.parse::<usize>().ok())
-    .unwrap_or(0);
+    let commits = b.series.len() - 1;
     let d = &b.args.decision;
     match whole::expect_from_baseline(
         &counts,
@@ -785,6 +948,7 @@ fn print_expectation(b: &Bisection, baseline: &Path) {
         d.max_trials,
         d.alpha,
         b.args.confirm_trials,
+        b.args.search,
     ) {
         Some(e) => {
             let t = &e.tally;
@@ -815,6 +979,7 @@ fn print_expectation(b: &Bisection, baseline: &Path) {
 fn report(
     b: &mut Bisection,
     oneline: &str,
+    posterior: &str,
     parent: &Path,
     culprit: &Path,
     revert: Option<&Result<PathBuf, String>>,
@@ -850,15 +1015,16 @@ fn report(
     let table = crate::compare::build(&dirs, Significance::Mwu, crate::compare::ALPHA);
     let head = |md: bool| report_head(b, oneline, verdict, &c, &revert_line, md);
     let text = format!(
-        "{}\n{}\nkernels:\n{}\n\n{}\n{}",
+        "{}\n{}\nkernels:\n{}\n\n{}\n{}\n{}",
         wrap(&head(false)),
         wrap(&format!("board: {board}")),
         wrap(&kernels.join("\n")),
         exporter(Format::Text).render(&table),
+        wrap(posterior),
         wrap(&tail),
     );
     let md = format!(
-        "{}\nboard: {board}\n\nkernels:\n\n```\n{}\n```\n\n{}\n{tail}",
+        "{}\nboard: {board}\n\nkernels:\n\n```\n{}\n```\n\n{}\n```\n{posterior}```\n\n{tail}",
         head(true),
         kernels.join("\n"),
         exporter(Format::Markdown).render(&table)
@@ -910,11 +1076,11 @@ fn revert_line(revert: Option<&Result<PathBuf, String>>, c: &rule::Confirmed) ->
 /// counted from the step records on disk.
 fn tally_line(b: &Bisection) -> String {
     let steps = step_records(&b.dir);
-    let bisect_steps: Vec<&StepRecord> = steps
+    let visits: Vec<&StepRecord> = steps
         .iter()
         .filter(|s| s.label.starts_with("step-"))
         .collect();
-    let skipped = bisect_steps
+    let skipped = visits
         .iter()
         .filter(|s| s.decision.verdict == "skip")
         .count();
@@ -926,12 +1092,12 @@ fn tally_line(b: &Bisection) -> String {
         .count();
     let total = b.started.elapsed().as_secs();
     format!(
-        "good {}, bad {}; {} bisect steps ({skipped} skipped), {} steps in all with the \
-         endpoints and the confirmation; {trials} trials; {infra} infrastructure failures \
-         retried; total time {}h{:02}m{:02}s\n",
+        "good {}, bad {}; {} search visits ({skipped} could not be measured), {} steps in all \
+         with the endpoints and the confirmation; {trials} trials; {infra} infrastructure \
+         failures retried; total time {}h{:02}m{:02}s\n",
         short(&b.good),
         short(&b.bad),
-        bisect_steps.len(),
+        visits.len(),
         steps.len(),
         total / 3600,
         total / 60 % 60,
@@ -1042,17 +1208,6 @@ fn wrap(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn the_first_bad_commit_is_read_from_git_bisect() {
-        let id = "0123456789abcdef0123456789abcdef01234567";
-        let out = format!("running ...\n{id} is the first bad commit\ncommit {id}\n");
-        assert_eq!(first_bad(&out).as_deref(), Some(id));
-        assert_eq!(
-            first_bad("There are only 'skip'ped commits left to test."),
-            None
-        );
-    }
 
     #[test]
     fn report_lines_fit_a_mail() {

@@ -93,6 +93,9 @@ pub struct SimArgs {
     /// With --bisections: fresh trials of the culprit and of its parent.
     #[arg(long, value_name = "N", default_value_t = CONFIRM_TRIALS)]
     pub confirm_trials: usize,
+    /// With --bisections and --rule posterior: the search's options.
+    #[command(flatten)]
+    pub search: super::posterior::SearchArgs,
     /// Random seed.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
@@ -110,6 +113,9 @@ pub enum RuleKind {
     MidpointForced,
     /// Wald's SPRT on the Poisson counts (conditional on the total).
     PoissonSprt,
+    /// `bisect-run`'s search: a posterior over the whole series
+    /// ([`super::posterior`]); whole bisections only.
+    Posterior,
 }
 
 impl RuleKind {
@@ -119,6 +125,7 @@ impl RuleKind {
             RuleKind::Midpoint => "midpoint",
             RuleKind::MidpointForced => "midpoint-forced",
             RuleKind::PoissonSprt => "poisson-sprt",
+            RuleKind::Posterior => "posterior",
         }
     }
 }
@@ -231,6 +238,9 @@ fn check(a: &SimArgs) -> anyhow::Result<()> {
         if a.confirm_trials < 2 {
             bail!("--confirm-trials must be at least 2");
         }
+        a.search.check().map_err(anyhow::Error::msg)?;
+    } else if a.rule.contains(&RuleKind::Posterior) {
+        bail!("--rule posterior searches whole series: give --bisections");
     }
     if a.runs == 0 || a.max_trials == 0 || a.baseline_trials < 2 {
         bail!("--runs and --max-trials must be at least 1, --baseline-trials at least 2");
@@ -363,7 +373,8 @@ pub(super) fn make_rule(
         a.max_trials,
     );
     match kind {
-        RuleKind::Bisect => Box::new(Rule::new(base, d, r, t, al, max)),
+        // The search checks its bad endpoint with the step's rule.
+        RuleKind::Bisect | RuleKind::Posterior => Box::new(Rule::new(base, d, r, t, al, max)),
         RuleKind::Midpoint => Box::new(Midpoint::new(base, d, r, t, al, max, false)),
         RuleKind::MidpointForced => Box::new(Midpoint::new(base, d, r, t, al, max, true)),
         RuleKind::PoissonSprt => Box::new(PoissonSprt::new(base, r, scn.factor, al, max)),
@@ -754,6 +765,7 @@ impl SimArgs {
             no_fixed: true,
             bisections: None,
             confirm_trials: self.confirm_trials,
+            search: self.search,
             seed: self.seed,
         }
     }

@@ -26,6 +26,7 @@
 //! accurate as the rule: right at least as often, and wrong at most as
 //! often (or 1 %).
 
+use super::posterior;
 use super::rule::{confirm, Confirmation, Decision, Rule};
 use super::sim::{make_rule, step, RuleKind, Scenario, SimArgs, Source};
 use crate::stats::Rng;
@@ -186,6 +187,67 @@ fn bisect_once(
     (end, trials, steps, skips)
 }
 
+/// One bisection by `bisect-run`'s search ([`posterior`]): the baseline,
+/// the bad endpoint checked by the step's rule, the search, the
+/// confirmation. Its steps are the search's visits.
+fn search_once(
+    a: &SimArgs,
+    scn: &Scenario,
+    commits: usize,
+    culprit: usize,
+    rng: &mut Rng,
+) -> (End, usize, usize, usize) {
+    let state = |i: usize| if i >= culprit { &scn.bad } else { &scn.good };
+    let base = draw(&scn.good, a.baseline_trials, scn, rng);
+    let rule = Rule::new(
+        &base,
+        scn.direction,
+        scn.resolution,
+        scn.threshold,
+        posterior::endpoint_alpha(a.alpha),
+        a.max_trials,
+    );
+    let endpoint = draw(&scn.bad, a.max_trials, scn, rng);
+    let (k, d) = step(&rule, &endpoint);
+    let mut trials = base.len() + k;
+    // Only a bad endpoint shown good stops before the search; an
+    // undecided one is left to the posterior and the confirmation.
+    if d == Decision::Good {
+        return (End::NoAnswer, trials, 0, 0);
+    }
+    let mut series = posterior::Series::new(commits);
+    series.add(0, &base);
+    series.add(commits, &endpoint[..k]);
+    let family = posterior::Family::of(scn.metric, scn.resolution);
+    let out = posterior::search(&mut series, family, a.search.plan(), |i, k, _| {
+        Ok::<_, ()>(posterior::Measured::Trials(draw(state(i), k, scn, rng)))
+    })
+    .expect("the simulation's measurements do not fail");
+    trials += out.trials;
+    let Some(g) = out.found else {
+        return (End::NoAnswer, trials, out.visits, 0);
+    };
+    let parent = draw(state(g.first - 1), a.confirm_trials, scn, rng);
+    let named = draw(state(g.last), a.confirm_trials, scn, rng);
+    trials += parent.len() + named.len();
+    let v = confirm(
+        &parent,
+        &named,
+        None,
+        scn.direction,
+        scn.resolution,
+        scn.threshold,
+        a.alpha,
+    )
+    .verdict;
+    let end = match (v, g.last == culprit) {
+        (Confirmation::Confirmed, true) => End::Right,
+        (Confirmation::Confirmed, false) => End::Wrong,
+        _ => End::NoAnswer,
+    };
+    (end, trials, out.visits, 0)
+}
+
 /// One bisection with `n` trials per step, no endpoint check, no skip and
 /// no confirmation.
 fn fixed_once(
@@ -231,7 +293,10 @@ pub(super) fn simulate(a: &SimArgs, scn: &Scenario, kind: RuleKind, commits: usi
     let mut t = Tally::default();
     for _ in 0..a.runs {
         let culprit = 1 + rng.below(commits);
-        let (end, trials, steps, skips) = bisect_once(a, scn, kind, commits, culprit, &mut rng);
+        let (end, trials, steps, skips) = match kind {
+            RuleKind::Posterior => search_once(a, scn, commits, culprit, &mut rng),
+            _ => bisect_once(a, scn, kind, commits, culprit, &mut rng),
+        };
         t.add(end, trials, steps, skips);
     }
     t
@@ -273,6 +338,7 @@ pub fn expect_from_baseline(
     max_trials: usize,
     alpha: f64,
     confirm_trials: usize,
+    search: posterior::SearchArgs,
 ) -> Option<Expectation> {
     let n = counts.len();
     if n < 2 || commits < 1 {
@@ -299,9 +365,10 @@ pub fn expect_from_baseline(
         confirm_trials.max(2),
         300,
     );
+    let a = SimArgs { search, ..a };
     let scn = super::sim::scenario(&a, &None);
     // A series of one commit is its own culprit: bisected as two.
-    let tally = simulate(&a, &scn, RuleKind::Bisect, commits.max(2));
+    let tally = simulate(&a, &scn, RuleKind::Posterior, commits.max(2));
     Some(Expectation { mean, shape, tally })
 }
 
@@ -431,16 +498,19 @@ mod tests {
         // Mean 5, variance 11.25: gamma shape 4 (the model).
         let counts = [1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0];
         let var = counts.iter().map(|c: &f64| (c - 5.0).powi(2)).sum::<f64>() / 8.0;
-        let e = expect_from_baseline(&counts, 8, 100.0, 10, 0.05, 8).unwrap();
+        let search = SimArgs::defaults().search;
+        let e = expect_from_baseline(&counts, 8, 100.0, 10, 0.05, 8, search).unwrap();
         assert_eq!(e.mean, 5.0);
         assert!((e.shape - 25.0 / (var - 5.0)).abs() < 1e-9, "{e:?}");
         assert_eq!(e.tally.runs, 300);
         // Poisson-tight counts: no extra spread.
-        let e = expect_from_baseline(&[5.0, 5.0, 6.0, 4.0], 8, 100.0, 10, 0.05, 8).unwrap();
+        let e = expect_from_baseline(&[5.0, 5.0, 6.0, 4.0], 8, 100.0, 10, 0.05, 8, search).unwrap();
         assert!(e.shape.is_infinite());
         // Too sparse or too short to fit: nothing promised.
-        assert!(expect_from_baseline(&[0.0, 0.0, 1.0, 0.0], 8, 100.0, 10, 0.05, 8).is_none());
-        assert!(expect_from_baseline(&[5.0], 8, 100.0, 10, 0.05, 8).is_none());
+        assert!(
+            expect_from_baseline(&[0.0, 0.0, 1.0, 0.0], 8, 100.0, 10, 0.05, 8, search).is_none()
+        );
+        assert!(expect_from_baseline(&[5.0], 8, 100.0, 10, 0.05, 8, search).is_none());
     }
 
     #[test]
