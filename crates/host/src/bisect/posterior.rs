@@ -653,21 +653,33 @@ mod tests {
         let p = s.posterior(counts());
         assert_eq!(p.next(&s), Some(2), "{:?}", p.mass);
         // A median with more trials than one whole side: that side's
-        // endpoint.
-        s.add(2, &[5.0; 6]);
-        s.add(3, &[12.0; 12]);
-        let p = s.posterior(counts());
-        if p.bad_probability(3) > 0.05 && p.bad_probability(3) < 0.95 {
-            assert_eq!(p.next(&s), Some(0), "{:?}", p.mass);
+        // endpoint. Commit 1 between the levels, with more trials than
+        // the good endpoint's two; everything after it bad.
+        let mut s = Series::new(8);
+        s.add(0, &[5.0, 6.0]);
+        s.add(1, &[12.0, 9.0, 14.0, 11.0, 10.0, 13.0]);
+        for i in 2..=8 {
+            s.add(i, &[20.0, 18.0]);
         }
+        let p = s.posterior(counts());
+        let open = p.bad_probability(1);
+        assert!(open > 0.05 && open < 0.95, "{:?}", p.mass);
+        assert_eq!(p.next(&s), Some(0), "{:?}", p.mass);
+    }
+
+    /// Commits 0..=8: the good endpoint's 8 trials about 5, the bad one's
+    /// 4 about 20.
+    fn endpoints_5_and_20() -> Series {
+        let mut s = Series::new(8);
+        s.add(0, &[5.0, 4.0, 6.0, 5.0, 5.0, 3.0, 7.0, 5.0]);
+        s.add(8, &[20.0, 22.0, 19.0, 21.0]);
+        s
     }
 
     #[test]
     fn an_unmeasurable_commit_joins_its_neighbour_and_the_search_goes_on() {
         // Culprit 5; commit 5 cannot be built.
-        let mut s = Series::new(8);
-        s.add(0, &[5.0, 4.0, 6.0, 5.0, 5.0, 3.0, 7.0, 5.0]);
-        s.add(8, &[20.0, 22.0, 19.0, 21.0]);
+        let mut s = endpoints_5_and_20();
         let plan = Plan {
             confidence: 0.95,
             per_visit: 2,
@@ -692,9 +704,7 @@ mod tests {
         // 5 → 10 at commit 3 → 20 at commit 6: two halves of a 4× (300 %)
         // regression. The search may lean to either; the confirmation
         // against the whole threshold refutes each half.
-        let mut s = Series::new(8);
-        s.add(0, &[5.0, 4.0, 6.0, 5.0, 5.0, 3.0, 7.0, 5.0]);
-        s.add(8, &[20.0, 22.0, 19.0, 21.0]);
+        let mut s = endpoints_5_and_20();
         let plan = Plan {
             confidence: 0.95,
             per_visit: 2,

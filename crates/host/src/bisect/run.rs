@@ -574,20 +574,7 @@ fn visit(b: &mut Bisection, i: usize, k: usize, p_bad: f64) -> Result<Measured, 
         }
         Err(e) => return Err(e),
     };
-    let deploy = Deploy::resolve(&s, &b.args.deploy, &top).map_err(End::BadInput)?;
-    let lava = b.args.lava.or_scenario(&s);
-    let spec = StepSpec {
-        file,
-        scenario: s,
-        config: b.config.clone(),
-        metric: b.args.decision.metric,
-        bin_dir: b.args.bins.bin_dir.clone(),
-        deploy,
-        root: b.dir.clone(),
-        group: "steps".into(),
-        label,
-        lava,
-    };
+    let spec = step_spec(b, &top, file, s, label)?;
     let out = step::measure(&spec, &Goal::Fixed(k));
     match out.exit {
         0 => Ok(Measured::Trials(out.record.trials)),
@@ -601,6 +588,31 @@ fn visit(b: &mut Bisection, i: usize, k: usize, p_bad: f64) -> Result<Measured, 
             Ok(Measured::Unusable)
         }
     }
+}
+
+/// A step of this bisection in `tree`, with the scenario as it is there:
+/// its run directory under `steps/` as `label`.
+fn step_spec(
+    b: &Bisection,
+    tree: &Path,
+    file: scenario::ScenarioFile,
+    s: scenario::Scenario,
+    label: String,
+) -> Result<StepSpec, End> {
+    let deploy = Deploy::resolve(&s, &b.args.deploy, tree).map_err(End::BadInput)?;
+    let lava = b.args.lava.or_scenario(&s);
+    Ok(StepSpec {
+        file,
+        scenario: s,
+        config: b.config.clone(),
+        metric: b.args.decision.metric,
+        bin_dir: b.args.bins.bin_dir.clone(),
+        deploy,
+        root: b.dir.clone(),
+        group: "steps".into(),
+        label,
+        lava,
+    })
 }
 
 /// The posterior as the report shows it: the model, then every commit
@@ -827,21 +839,8 @@ fn measure_fixed(
     n: usize,
 ) -> Result<PathBuf, End> {
     let (file, s) = load_here(b, tree, scenario_path)?;
-    let deploy = Deploy::resolve(&s, &b.args.deploy, tree).map_err(End::BadInput)?;
+    let spec = step_spec(b, tree, file, s, label.to_string())?;
     println!("bisect-run: {label}: {n} trials");
-    let lava = b.args.lava.or_scenario(&s);
-    let spec = StepSpec {
-        file,
-        scenario: s,
-        config: b.config.clone(),
-        metric: b.args.decision.metric,
-        bin_dir: b.args.bins.bin_dir.clone(),
-        deploy,
-        root: b.dir.clone(),
-        group: "steps".into(),
-        label: label.into(),
-        lava,
-    };
     let out = step::measure(&spec, &Goal::Fixed(n));
     match (out.exit, out.run_dir) {
         (0, Some(dir)) => Ok(dir),

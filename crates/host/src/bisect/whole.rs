@@ -166,25 +166,8 @@ fn bisect_once(
         // any of …".
         return (End::NoAnswer, trials, steps, skips);
     }
-    let parent = draw(state(hi - 1), a.confirm_trials, scn, rng);
-    let named = draw(state(hi), a.confirm_trials, scn, rng);
-    trials += parent.len() + named.len();
-    let v = confirm(
-        &parent,
-        &named,
-        None,
-        scn.direction,
-        scn.resolution,
-        scn.threshold,
-        a.alpha,
-    )
-    .verdict;
-    let end = match (v, hi == culprit) {
-        (Confirmation::Confirmed, true) => End::Right,
-        (Confirmation::Confirmed, false) => End::Wrong,
-        _ => End::NoAnswer,
-    };
-    (end, trials, steps, skips)
+    let (end, k) = confirmed(a, scn, (state(hi - 1), state(hi)), hi == culprit, rng);
+    (end, trials + k, steps, skips)
 }
 
 /// One bisection by `bisect-run`'s search ([`posterior`]): the baseline,
@@ -227,9 +210,23 @@ fn search_once(
     let Some(g) = out.found else {
         return (End::NoAnswer, trials, out.visits, 0);
     };
-    let parent = draw(state(g.first - 1), a.confirm_trials, scn, rng);
-    let named = draw(state(g.last), a.confirm_trials, scn, rng);
-    trials += parent.len() + named.len();
+    let named = (state(g.first - 1), state(g.last));
+    let (end, k) = confirmed(a, scn, named, g.last == culprit, rng);
+    (end, trials + k, out.visits, 0)
+}
+
+/// The culprit named, confirmed with fresh trials of its parent's and its
+/// own state (`states`): how the bisection ends (`right`: the commit named
+/// is the culprit), and the trials spent.
+fn confirmed(
+    a: &SimArgs,
+    scn: &Scenario,
+    states: (&Source, &Source),
+    right: bool,
+    rng: &mut Rng,
+) -> (End, usize) {
+    let parent = draw(states.0, a.confirm_trials, scn, rng);
+    let named = draw(states.1, a.confirm_trials, scn, rng);
     let v = confirm(
         &parent,
         &named,
@@ -240,12 +237,12 @@ fn search_once(
         a.alpha,
     )
     .verdict;
-    let end = match (v, g.last == culprit) {
+    let end = match (v, right) {
         (Confirmation::Confirmed, true) => End::Right,
         (Confirmation::Confirmed, false) => End::Wrong,
         _ => End::NoAnswer,
     };
-    (end, trials, out.visits, 0)
+    (end, parent.len() + named.len())
 }
 
 /// One bisection with `n` trials per step, no endpoint check, no skip and
