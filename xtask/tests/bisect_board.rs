@@ -17,9 +17,10 @@
 //!   kernel is never measured (skip after its retries); each step record
 //!   says why;
 //! - `bisect-run` names the culprit, confirms it (parent, culprit and the
-//!   revert in a worktree) and writes the report, the repository reset;
-//! - Ctrl-C in the middle of `git bisect run`: exit 130, the repository
-//!   reset, the knob restored on the board.
+//!   revert in a worktree) and writes the report, the repository back on
+//!   its branch;
+//! - Ctrl-C in the middle of the search: exit 130, the repository back
+//!   on its branch, the knob restored on the board.
 //!
 //! Needs root (the board's sshd, the knob); skipped otherwise. Each test
 //! takes the suite's knob lock.
@@ -451,7 +452,7 @@ fn ctrl_c_mid_bisection_resets_the_repository_and_restores_the_knob() {
     );
     // In the search, a trial on the board with the knob applied.
     assert!(
-        support::wait_for(600, || x.stdout().contains("running")
+        support::wait_for(600, || x.stdout().contains("bisect-run: searching")
             && support::sysctl(RR) != before),
         "the search did not start a trial: {}",
         x.output()

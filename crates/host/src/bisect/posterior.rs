@@ -122,8 +122,8 @@ pub struct Fit {
     /// Counts: the negative binomial's shape k (variance μ + μ²/k); log
     /// scale: the pooled spread of the log within the two states.
     pub spread: f64,
-    /// The good state's mean (counts: events per trial; log scale: the
-    /// metric's geometric mean), commits weighted by P(good).
+    /// The good state's mean in the metric's unit (log scale: its
+    /// geometric mean), commits weighted by P(good).
     pub good_mean: f64,
     /// The bad state's, weighted by P(bad).
     pub bad_mean: f64,
@@ -331,7 +331,7 @@ fn state_means(ys: &[Vec<f64>], mass: &[f64], family: Family) -> (f64, f64) {
     }
     let (g, b) = (g / gn.max(1e-9), b / bn.max(1e-9));
     match family.law {
-        Law::Counts => (g, b),
+        Law::Counts => (g * family.resolution, b * family.resolution),
         Law::LogNormal => (g.exp() - family.resolution, b.exp() - family.resolution),
     }
 }
