@@ -19,6 +19,8 @@
 //! - `bisect-run` names the culprit, confirms it (parent, culprit and the
 //!   revert in a worktree) and writes the report, the repository back on
 //!   its branch;
+//! - a series whose bad commit is no worse stops before the search with
+//!   both endpoints' figures (exit 1);
 //! - Ctrl-C in the middle of the search: exit 130, the repository back
 //!   on its branch, the knob restored on the board.
 //!
@@ -427,6 +429,42 @@ fn bisect_run_names_confirms_and_reports_the_culprit() {
     );
     assert_eq!(git(&repo, &["worktree", "list"]).lines().count(), 1);
     assert_eq!(support::sysctl(RR), before, "the knob is restored");
+}
+
+#[test]
+fn a_series_with_no_regression_stops_before_the_search_with_its_figures() {
+    xrunbench_test_support::skip_unless_root!();
+    let _g = support::knob_lock();
+    let lab = Lab::new();
+    let repo = lab.repo();
+    let k = release();
+    let good = commit(&repo, false, &k, "ok", "start: the player as built");
+    commit(&repo, false, &k, "ok", "sched: tweak a comment");
+    let bad = commit(&repo, false, &k, "ok", "sched: rename a helper");
+    let mut x = lab.xtask(
+        &repo,
+        &[
+            "bisect-run",
+            "scenario.toml",
+            "--good",
+            &good,
+            "--bad",
+            &bad,
+            "--max-trials",
+            "4",
+        ],
+    );
+    assert_eq!(x.wait(600), Some(1), "{}", x.output());
+    let out = x.stdout();
+    assert!(out.contains("there is nothing to bisect"), "{}", x.output());
+    // With both endpoints' figures, and no search.
+    assert!(
+        out.contains("baseline mean") && out.contains("bad commit mean"),
+        "{}",
+        x.output()
+    );
+    assert!(!out.contains("bisect-run: searching"), "{}", x.output());
+    assert_eq!(git(&repo, &["rev-parse", "--abbrev-ref", "HEAD"]), "main");
 }
 
 #[test]

@@ -399,46 +399,10 @@ fn fresh_dir(root: &Path, name: &str) -> Result<PathBuf, String> {
 /// Steps 1 to 4; `Ok(confirmed)` once the report is written.
 fn bisection(b: &mut Bisection) -> Result<bool, End> {
     // 1. The endpoints.
-    checkout(b, &b.good.clone())?;
-    let baseline = match &b.args.baseline {
-        Some(d) => {
-            RunDir::load(d).map_err(|e| End::BadInput(e.0))?;
-            let (code, _) = decide(b, &format!("good-{}", short(&b.good)), d, None)?;
-            endpoint(b, "good", code, 0, None)?;
-            d.clone()
-        }
-        None => {
-            let n = match b.args.baseline_trials {
-                Some(n) => n,
-                None => load_here(b, &b.top, &b.scenario)?.1.trials as usize,
-            };
-            let label = format!("baseline-{}", short(&b.good));
-            let dir = measure_fixed(b, &b.top.clone(), &b.scenario.clone(), &label, n.max(2))?;
-            println!(
-                "bisect-run: the baseline taken at the good commit {}: {}",
-                short(&b.good),
-                dir.display()
-            );
-            b.cases.push(("endpoint good (baseline)".into(), None));
-            dir
-        }
-    };
+    let baseline = good_endpoint(b)?;
     let base_values = values_of(b, &baseline)?;
     print_expectation(b, &baseline);
-    checkout(b, &b.bad.clone())?;
-    let alpha = posterior::endpoint_alpha(b.args.decision.alpha);
-    let (code, bad_values) = decide(b, &format!("bad-{}", short(&b.bad)), &baseline, Some(alpha))?;
-    let figures = figures(b, &base_values, &bad_values);
-    if code == super::step::EXIT_SKIP && !bad_values.is_empty() {
-        println!(
-            "bisect-run: the bad commit {} is not yet shown worse ({figures}); the search goes \
-             on, and the confirmation decides",
-            short(&b.bad)
-        );
-        b.cases.push(("endpoint bad".into(), None));
-    } else {
-        endpoint(b, "bad", code, 1, Some(&figures))?;
-    }
+    let bad_values = bad_endpoint(b, &baseline, &base_values)?;
     // 2. The search.
     let (family, mut series) = start_search(b, &base_values, &bad_values)?;
     let out = posterior::search(&mut series, family, b.args.search.plan(), |i, k, post| {
@@ -502,6 +466,68 @@ fn bisection(b: &mut Bisection) -> Result<bool, End> {
         revert.as_ref(),
     )?;
     Ok(confirmed)
+}
+
+/// The baseline at the good commit: taken there, or the one given, which
+/// the good commit must measure good against.
+fn good_endpoint(b: &mut Bisection) -> Result<PathBuf, End> {
+    checkout(b, &b.good.clone())?;
+    match &b.args.baseline {
+        Some(d) => {
+            RunDir::load(d).map_err(|e| End::BadInput(e.0))?;
+            let (code, _, _) = decide(b, &format!("good-{}", short(&b.good)), d, None)?;
+            endpoint(b, "good", code, 0, None)?;
+            Ok(d.clone())
+        }
+        None => {
+            let n = match b.args.baseline_trials {
+                Some(n) => n,
+                None => load_here(b, &b.top, &b.scenario)?.1.trials as usize,
+            };
+            let label = format!("baseline-{}", short(&b.good));
+            let dir = measure_fixed(b, &b.top.clone(), &b.scenario.clone(), &label, n.max(2))?;
+            println!(
+                "bisect-run: the baseline taken at the good commit {}: {}",
+                short(&b.good),
+                dir.display()
+            );
+            b.cases.push(("endpoint good (baseline)".into(), None));
+            Ok(dir)
+        }
+    }
+}
+
+/// The bad commit checked against the baseline ([`posterior::nothing_to_bisect`]):
+/// its trials when there is something to bisect.
+fn bad_endpoint(b: &mut Bisection, baseline: &Path, base_values: &[f64]) -> Result<Vec<f64>, End> {
+    checkout(b, &b.bad.clone())?;
+    let alpha = posterior::endpoint_alpha(b.args.decision.alpha);
+    let label = format!("bad-{}", short(&b.bad));
+    let (code, bad_values, p_worse) = decide(b, &label, baseline, Some(alpha))?;
+    let figures = figures(b, base_values, &bad_values);
+    let undecided = code == super::step::EXIT_SKIP && !bad_values.is_empty();
+    let lean = p_worse.unwrap_or(1.0);
+    if undecided && posterior::nothing_to_bisect(rule::Decision::Undecided, lean) {
+        let why = format!(
+            "the bad commit {} is not worse than the baseline ({figures}; p(worse) {:.3}): there \
+             is nothing to bisect",
+            short(&b.bad),
+            lean
+        );
+        b.cases.push(("endpoint bad".into(), Some(why.clone())));
+        return Err(End::NoCulprit(why));
+    }
+    if undecided {
+        println!(
+            "bisect-run: the bad commit {} is not yet shown worse ({figures}); the search goes \
+             on, and the confirmation decides",
+            short(&b.bad)
+        );
+        b.cases.push(("endpoint bad".into(), None));
+    } else {
+        endpoint(b, "bad", code, 1, Some(&figures))?;
+    }
+    Ok(bad_values)
 }
 
 /// The metric of each trial of the configuration in a run directory.
@@ -782,13 +808,14 @@ fn load_here(
 }
 
 /// One bisect step in this process (the endpoints), at `alpha` if given:
-/// its exit code and the metric of each trial it measured.
+/// its exit code, the metric of each trial it measured and its last
+/// p (worse than the baseline).
 fn decide(
     b: &Bisection,
     label: &str,
     baseline: &Path,
     alpha: Option<f64>,
-) -> Result<(u8, Vec<f64>), End> {
+) -> Result<(u8, Vec<f64>, Option<f64>), End> {
     let mut a = step_args(b, baseline, Some(label.to_string()));
     if let Some(alpha) = alpha {
         a.decision.alpha = alpha;
@@ -799,12 +826,12 @@ fn decide(
             if let Some(why) = out.record.decision.why.as_deref() {
                 crate::say!(" bisect-run: {label}: {why}");
             }
-            Ok((out.exit, out.record.trials))
+            Ok((out.exit, out.record.trials, out.record.decision.p_worse))
         }
         Err(Stop(super::step::EXIT_INTERRUPTED, _)) => Err(End::Interrupted),
         Err(Stop(code, msg)) => {
             crate::say!(" bisect-run: {label}: {msg}");
-            Ok((code, Vec::new()))
+            Ok((code, Vec::new(), None))
         }
     }
 }

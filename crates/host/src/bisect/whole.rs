@@ -193,9 +193,7 @@ fn search_once(
     let endpoint = draw(&scn.bad, a.max_trials, scn, rng);
     let (k, d) = step(&rule, &endpoint);
     let mut trials = base.len() + k;
-    // Only a bad endpoint shown good stops before the search; an
-    // undecided one is left to the posterior and the confirmation.
-    if d == Decision::Good {
+    if posterior::nothing_to_bisect(d, rule.p_values(&endpoint[..k]).0) {
         return (End::NoAnswer, trials, 0, 0);
     }
     let mut series = posterior::Series::new(commits);
