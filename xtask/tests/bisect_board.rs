@@ -164,6 +164,14 @@ echo "deployed $XRUNBENCH_COMMIT (attempt $XRUNBENCH_ATTEMPT) to $XRUNBENCH_TARG
         repo
     }
 
+    /// Runs `xtask bisect-run scenario.toml --good GOOD --bad BAD EXTRA…`
+    /// from `repo`.
+    fn bisect_run(&self, repo: &Path, good: &str, bad: &str, extra: &[&str]) -> Xtask {
+        let mut args = vec!["bisect-run", "scenario.toml", "--good", good, "--bad", bad];
+        args.extend_from_slice(extra);
+        self.xtask(repo, &args)
+    }
+
     /// Runs `xtask ARGS` from `repo` in its own process group.
     fn xtask(&self, repo: &Path, args: &[&str]) -> Xtask {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_xtask"));
@@ -369,15 +377,11 @@ fn bisect_run_names_confirms_and_reports_the_culprit() {
     let repo = lab.repo();
     let (good, culprit, bad) = history(&repo);
     let junit = lab.path("bisect.xml");
-    let mut x = lab.xtask(
+    let mut x = lab.bisect_run(
         &repo,
+        &good,
+        &bad,
         &[
-            "bisect-run",
-            "scenario.toml",
-            "--good",
-            &good,
-            "--bad",
-            &bad,
             "--max-trials",
             "8",
             "--confirm-trials",
@@ -429,6 +433,15 @@ fn bisect_run_names_confirms_and_reports_the_culprit() {
     );
     assert_eq!(git(&repo, &["worktree", "list"]).lines().count(), 1);
     assert_eq!(support::sysctl(RR), before, "the knob is restored");
+    // The search's verdicts replay in git bisect to the same culprit.
+    let log = support::find_named(&lab.path("results"), "git-bisect.log");
+    assert_eq!(log.len(), 1);
+    let replay = git(&repo, &["bisect", "replay", log[0].to_str().unwrap()]);
+    git(&repo, &["bisect", "reset"]);
+    assert!(
+        replay.contains(&format!("{culprit} is the first bad commit")),
+        "{replay}"
+    );
 }
 
 #[test]
@@ -441,19 +454,7 @@ fn a_series_with_no_regression_stops_before_the_search_with_its_figures() {
     let good = commit(&repo, false, &k, "ok", "start: the player as built");
     commit(&repo, false, &k, "ok", "sched: tweak a comment");
     let bad = commit(&repo, false, &k, "ok", "sched: rename a helper");
-    let mut x = lab.xtask(
-        &repo,
-        &[
-            "bisect-run",
-            "scenario.toml",
-            "--good",
-            &good,
-            "--bad",
-            &bad,
-            "--max-trials",
-            "4",
-        ],
-    );
+    let mut x = lab.bisect_run(&repo, &good, &bad, &["--max-trials", "4"]);
     assert_eq!(x.wait(600), Some(1), "{}", x.output());
     let out = x.stdout();
     assert!(out.contains("there is nothing to bisect"), "{}", x.output());
@@ -475,19 +476,7 @@ fn ctrl_c_mid_bisection_resets_the_repository_and_restores_the_knob() {
     let lab = Lab::new();
     let repo = lab.repo();
     let (good, _, bad) = history(&repo);
-    let mut x = lab.xtask(
-        &repo,
-        &[
-            "bisect-run",
-            "scenario.toml",
-            "--good",
-            &good,
-            "--bad",
-            &bad,
-            "--max-trials",
-            "8",
-        ],
-    );
+    let mut x = lab.bisect_run(&repo, &good, &bad, &["--max-trials", "8"]);
     // In the search, a trial on the board with the knob applied.
     assert!(
         support::wait_for(600, || x.stdout().contains("bisect-run: searching")

@@ -126,25 +126,6 @@ impl Decision {
         }
         Ok(())
     }
-
-    /// The same options as a command line (`bisect-run` hands them to each
-    /// `bisect` step).
-    pub fn to_args(&self) -> Vec<String> {
-        use clap::ValueEnum;
-        vec![
-            "--metric".into(),
-            self.metric
-                .to_possible_value()
-                .map(|v| v.get_name().to_string())
-                .unwrap_or_default(),
-            "--threshold".into(),
-            self.threshold.to_string(),
-            "--max-trials".into(),
-            self.max_trials.to_string(),
-            "--alpha".into(),
-            self.alpha.to_string(),
-        ]
-    }
 }
 
 /// A step that ends without a measurement: exit code and why.

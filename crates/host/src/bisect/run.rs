@@ -151,6 +151,8 @@ struct Bisection<'a> {
     bad: String,
     /// The series: `good`, its first-parent line, `bad`.
     series: Vec<String>,
+    /// Each commit's subject.
+    subjects: Vec<String>,
     /// The commit this bisection last checked out: the tree must still be
     /// on it.
     at: Option<String>,
@@ -262,20 +264,29 @@ impl Drop for ReturnTo {
 }
 
 /// The series from `good` to `bad`: `good`, then `bad`'s first-parent
-/// line down to it, oldest first; `good` must be on that line.
-fn series(top: &Path, good: &str, bad: &str) -> Result<Vec<String>, String> {
-    let line = git_out(
+/// line down to it, oldest first, each commit with its subject; `good`
+/// must be on that line.
+fn series(top: &Path, good: &str, bad: &str) -> Result<(Vec<String>, Vec<String>), String> {
+    let listed = git_out(
         top,
         &[
-            "rev-list",
+            "log",
             "--reverse",
             "--first-parent",
+            "--format=%H %s",
             &format!("{good}..{bad}"),
         ],
     )
-    .ok_or("git rev-list failed")?;
-    let line: Vec<String> = line.lines().map(str::to_string).collect();
-    let oldest = line.first().ok_or("--bad is --good: nothing to bisect")?;
+    .ok_or("git log failed")?;
+    let good_subject = git_out(top, &["log", "-1", "--format=%s", good]).unwrap_or_default();
+    let (ids, subjects): (Vec<String>, Vec<String>) =
+        std::iter::once((good.to_string(), good_subject))
+            .chain(listed.lines().map(|l| {
+                let (id, subject) = l.split_once(' ').unwrap_or((l, ""));
+                (id.to_string(), subject.to_string())
+            }))
+            .unzip();
+    let oldest = ids.get(1).ok_or("--bad is --good: nothing to bisect")?;
     if git_out(top, &["rev-parse", &format!("{oldest}^1")]).as_deref() != Some(good) {
         return Err(format!(
             "--good {} is not on the first-parent line of --bad {}: bisect-run searches a \
@@ -285,7 +296,7 @@ fn series(top: &Path, good: &str, bad: &str) -> Result<Vec<String>, String> {
             crate::util::invocation()
         ));
     }
-    Ok(std::iter::once(good.to_string()).chain(line).collect())
+    Ok((ids, subjects))
 }
 
 /// Checks the command line, the tree and the scenario; creates the
@@ -315,7 +326,7 @@ fn prepare(args: &BisectRunArgs) -> Result<Bisection<'_>, String> {
     }
     args.decision.check()?;
     args.search.check()?;
-    let series = series(&top, &good, &bad)?;
+    let (series, subjects) = series(&top, &good, &bad)?;
     if args.confirm_trials < 2 || args.baseline_trials == Some(1) {
         return Err("--confirm-trials and --baseline-trials must be at least 2".into());
     }
@@ -369,6 +380,7 @@ fn prepare(args: &BisectRunArgs) -> Result<Bisection<'_>, String> {
         good,
         bad,
         series,
+        subjects,
         at: None,
         started: Instant::now(),
         cases: Vec::new(),
@@ -400,11 +412,11 @@ fn fresh_dir(root: &Path, name: &str) -> Result<PathBuf, String> {
 fn bisection(b: &mut Bisection) -> Result<bool, End> {
     // 1. The endpoints.
     let baseline = good_endpoint(b)?;
-    let base_values = values_of(b, &baseline)?;
+    let (base_values, seconds) = values_of(b, &baseline)?;
     print_expectation(b, &baseline);
     let bad_values = bad_endpoint(b, &baseline, &base_values)?;
     // 2. The search.
-    let (family, mut series) = start_search(b, &base_values, &bad_values)?;
+    let (family, mut series) = start_search(b, seconds, &base_values, &bad_values);
     let out = posterior::search(&mut series, family, b.args.search.plan(), |i, k, post| {
         visit(b, i, k, post.bad_probability(i))
     })?;
@@ -530,19 +542,21 @@ fn bad_endpoint(b: &mut Bisection, baseline: &Path, base_values: &[f64]) -> Resu
     Ok(bad_values)
 }
 
-/// The metric of each trial of the configuration in a run directory.
-fn values_of(b: &Bisection, dir: &Path) -> Result<Vec<f64>, End> {
+/// The metric of each trial of the configuration in a run directory, and
+/// its trials' length (s).
+fn values_of(b: &Bisection, dir: &Path) -> Result<(Vec<f64>, f64), End> {
     let run = RunDir::load(dir).map_err(|e| End::BadInput(e.0))?;
     let config = if run.configs.contains(&b.config) || run.configs.len() != 1 {
         b.config.clone()
     } else {
         run.configs[0].clone()
     };
-    Ok(run
+    let values = run
         .trials_of(&config)
         .iter()
         .filter_map(|t| b.args.decision.metric.of(t))
-        .collect())
+        .collect();
+    Ok((values, run.trial_seconds))
 }
 
 /// Both endpoints' figures, for the lines that stop or go on.
@@ -560,11 +574,11 @@ fn figures(b: &Bisection, base: &[f64], bad: &[f64]) -> String {
     )
 }
 
-/// The search's model and its series, the endpoints' trials in it.
-fn start_search(b: &Bisection, base: &[f64], bad: &[f64]) -> Result<(Family, Series), End> {
-    let (_, s) = load_here(b, &b.top, &b.scenario)?;
+/// The search's model for trials of `seconds`, and its series, the
+/// endpoints' trials in it.
+fn start_search(b: &Bisection, seconds: f64, base: &[f64], bad: &[f64]) -> (Family, Series) {
     let metric = b.args.decision.metric;
-    let family = Family::of(metric, metric.resolution(s.duration.as_secs_f64()));
+    let family = Family::of(metric, metric.resolution(seconds));
     let n = b.series.len() - 1;
     let mut series = Series::new(n);
     series.add(0, base);
@@ -577,7 +591,7 @@ fn start_search(b: &Bisection, base: &[f64], bad: &[f64]) -> Result<(Family, Ser
         b.args.search.per_visit,
         b.args.search.search_trials
     );
-    Ok((family, series))
+    (family, series)
 }
 
 /// One visit of the search: commit `i` of the series checked out,
@@ -666,7 +680,7 @@ fn posterior_table(b: &Bisection, series: &Series, out: &posterior::Outcome) -> 
         if n == 0 && p.mass[i] < 0.001 && !series.unusable(i) {
             continue;
         }
-        let subject = git_out(&b.top, &["log", "-1", "--format=%s", c]).unwrap_or_default();
+        let subject = &b.subjects[i];
         let mark = match (&named, series.unusable(i)) {
             (Some(r), _) if r.contains(&i) => "<",
             (_, true) => "125",
@@ -686,28 +700,28 @@ fn posterior_table(b: &Bisection, series: &Series, out: &posterior::Outcome) -> 
 
 /// `git-bisect.log`: the search's verdicts as `git bisect replay` reads
 /// them — each measured commit good before the culprit and bad from it,
-/// the unmeasurable ones skipped.
+/// the unmeasurable ones skipped. The bad ones come newest first: git
+/// keeps one bad ref, the last one marked, which must be the culprit.
 fn write_replay_log(b: &Bisection, series: &Series, culprit: usize) {
+    let measured = |i: &usize| series.unusable(*i) || !series.trials(*i).is_empty();
+    let before = (0..culprit).filter(measured);
+    let from = (culprit..b.series.len()).rev().filter(measured);
     let mut log = String::from("git bisect start\n");
-    let subject = |c: &str| git_out(&b.top, &["log", "-1", "--format=%s", c]).unwrap_or_default();
-    for (i, c) in b.series.iter().enumerate() {
-        let verdict = if series.unusable(i) {
-            "skip"
-        } else if series.trials(i).is_empty() {
-            continue;
-        } else if i >= culprit {
-            "bad"
-        } else {
-            "good"
+    for i in before.chain(from) {
+        let verdict = match (series.unusable(i), i >= culprit) {
+            (true, _) => "skip",
+            (false, true) => "bad",
+            (false, false) => "good",
         };
+        let c = &b.series[i];
         let _ = write!(
             log,
             "# {verdict}: [{c}] {}\ngit bisect {verdict} {c}\n",
-            subject(c)
+            b.subjects[i]
         );
     }
     let c = &b.series[culprit];
-    let _ = writeln!(log, "# first bad commit: [{c}] {}", subject(c));
+    let _ = writeln!(log, "# first bad commit: [{c}] {}", b.subjects[culprit]);
     let _ = write_atomic(&b.dir.join("git-bisect.log"), log.as_bytes());
 }
 
