@@ -27,7 +27,9 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use lava_support::{on_board, LavaLeftovers};
-use support::{find_named, git, stopped_player_script, write_script, xtask, ScenarioText};
+use support::{
+    cross_board_binaries, find_named, git, stopped_player_script, write_script, xtask, ScenarioText,
+};
 
 use xrunbench_host::board::arch::Arch;
 use xrunbench_host::lab::initramfs::{self, Sound, CONSOLE_PROMPT};
@@ -944,27 +946,6 @@ fn the_ssh_test_board_as_a_lab_device_runs_a_scenario_and_a_wrong_host_key_never
     }
 }
 
-/// The aarch64 board binaries, cross-built into `dir/aarch64` in the
-/// board stage's target directory (where `xtask test` builds them ahead:
-/// cargo's lock orders the two builds, and the second finds them built).
-fn arm64_board_binaries(dir: &Path) -> PathBuf {
-    let out = xtask()
-        .args(["board", "build", "--arch", "aarch64", "--out"])
-        .arg(dir)
-        .env(
-            "CARGO_TARGET_DIR",
-            xrunbench_test_support::boards::board_stage_target_dir(),
-        )
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "board build --arch aarch64: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    dir.join("aarch64")
-}
-
 /// The lab's part of a job for its `qemu-arm64` devices, as KernelCI's
 /// qemu-arm64 jobs: `kernel` and `initrd` on `-machine virt`, the
 /// console on the PL011 UART.
@@ -985,7 +966,7 @@ fn arm64_lab_job(kernel: &Path, initrd: &Path) -> String {
 /// trials back, recorded as run on aarch64 and that kernel.
 fn an_arm64_qemu_device_runs_a_scenario_on_debian_s_arm64_kernel(fixture: &Fixture) {
     let dir = tempfile::tempdir().unwrap();
-    let bins = arm64_board_binaries(dir.path());
+    let bins = cross_board_binaries("aarch64", dir.path());
     let kernel = kernel::debian(Arch::Aarch64, false).expect("Debian's arm64 kernel");
     let initrd = dir.path().join("initramfs-arm64.cpio");
     initramfs::console_image(

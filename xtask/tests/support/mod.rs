@@ -54,6 +54,28 @@ pub fn run_xtask_with_bins(args: &[&str]) -> Output {
         .expect("xtask runs")
 }
 
+/// The board binaries for `arch` (aarch64, armv7), cross-built into
+/// `dir/ARCH` in the board stage's target directory (where `xtask test`
+/// builds them ahead: cargo's lock orders the two builds, and the second
+/// finds them built).
+pub fn cross_board_binaries(arch: &str, dir: &Path) -> PathBuf {
+    let out = xtask()
+        .args(["board", "build", "--arch", arch, "--out"])
+        .arg(dir)
+        .env(
+            "CARGO_TARGET_DIR",
+            xrunbench_test_support::boards::board_stage_target_dir(),
+        )
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "board build --arch {arch}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    dir.join(arch)
+}
+
 /// JSON files in the machine's journal directories (what a trial left
 /// behind; `rejected/` is not a journal).
 pub fn journals() -> Vec<PathBuf> {
