@@ -1,4 +1,5 @@
-//! Real kernels bisected end to end (x86_64, then aarch64): Debian's
+//! Real kernels bisected end to end (x86_64 in the suite, aarch64 by
+//! hand): Debian's
 //! linux-source-6.1 made a git tree by `lab source`, the scheduler series of `tests/kernel_series` on
 //! top of it (eight commits: comments, a debug line, a rename, a commit
 //! that does not build, the helper it needed, throughput-friendly
@@ -400,11 +401,13 @@ fn bisect_the_series(plan: &Plan, bins: &Path) {
 }
 
 // Both ignored so that `cargo test --all-targets` builds and lints them
-// but does not run them: `cargo xtask test` runs them last in the guests'
-// lane, one after the other (x86_64's first: its tree is built first in
-// the background), when the kernel trees they build on have been made and
-// built and the other tests are done (`cargo test --test kernel_bisect --
-// --ignored --test-threads=1` by hand).
+// but does not run them. `cargo xtask test` runs the x86_64 one last in
+// the guests' lane, when the kernel tree it builds on has been made and
+// built in the background and the other tests are done; the arm64 one is
+// not in the suite yet (`lanes::NOT_IN_THE_SUITE`: beside x86_64's it
+// does not fit the suite's 50 minutes, docs/measurements/kernel-bisect.md).
+// By hand, one at a time (each guest needs the machine to itself):
+// `cargo test --test kernel_bisect -- --ignored --test-threads=1`.
 
 #[test]
 #[ignore = "the suite's longest test: `cargo xtask test` runs it last, alone"]
@@ -429,7 +432,7 @@ fn bisect_run_names_the_scheduler_commit_that_made_audio_worse_in_a_real_kernel(
 /// some 7 s (hackbench's 240 processes started and stopped), so an 8 s
 /// trial takes 15 s there and a 4 s one 11 s.
 #[test]
-#[ignore = "a real arm64 kernel bisected: `cargo xtask test` runs it last, alone"]
+#[ignore = "a real arm64 kernel bisected, by hand: not in the suite's budget yet"]
 fn bisect_run_names_the_scheduler_commit_that_made_audio_worse_in_an_arm64_kernel() {
     xrunbench_test_support::skip_if_cannot!(host_busy());
     let plan = Plan {
