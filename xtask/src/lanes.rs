@@ -1,12 +1,12 @@
 //! The suite's test binaries, built once by cargo and run in two lanes
 //! at once: the tests that boot guests under QEMU (the lab's, LAVA's, the
-//! real-kernel bisection), one after another, beside all the others, one
+//! real-kernel bisections), one after another, beside all the others, one
 //! after another. Most tests wait on time (sound servers' clocks, boards,
 //! timeouts), so one lane after the other left a CPU idle for most of an
 //! hour. The guests run at nice -20 in a scheduling group of their own
 //! (as root), ahead of the other lane; the other lane's tests must pass
-//! beside 60 busy loops anyway. The bisection, whose verdicts need its
-//! guest ahead of everything, comes last in its lane and waits for the
+//! beside 60 busy loops anyway. The bisections, whose verdicts need their
+//! guest ahead of everything, come last in their lane and wait for the
 //! other lane's tests: their real-time threads preempt QEMU whatever its
 //! nice value. Cargo cannot run them so: it holds the target
 //! directory's lock for as long as `cargo test` runs, so the binaries are
@@ -21,24 +21,18 @@ use std::time::Instant;
 use anyhow::{bail, Context, Result};
 
 /// The test binaries whose tests boot guests under QEMU, in the order
-/// their lane runs them: the real-kernel bisection last (by then the
-/// kernel tree it needs has been built in the background, and the other
-/// lane is done).
+/// their lane runs them: the real-kernel bisections last (by then the
+/// kernel trees they need have been built, and the other lane is done).
 pub const GUEST_TESTS: [&str; 3] = ["vm_lab", "lava_lab", LAST_GUEST_TEST];
 
 /// The guests' test that runs last, after the board stage: the real-kernel
-/// bisection, whose verdicts need its guest ahead of everything else.
+/// bisections (x86_64, then aarch64), whose verdicts need their guest
+/// ahead of everything else.
 pub const LAST_GUEST_TEST: &str = "kernel_bisect";
 
-/// The test binary whose only test is `#[ignore]`d so that `cargo test`
+/// The test binary whose tests are all `#[ignore]`d so that `cargo test`
 /// leaves it out: run with `--ignored`.
 pub const IGNORED_TESTS: [&str; 1] = [LAST_GUEST_TEST];
-
-/// The ignored test the suite leaves out all the same (a filter of
-/// [`IGNORED_TESTS`]' names): the arm64 kernel bisection, which does not
-/// fit the suite's 50 minutes beside x86_64's yet (measured in
-/// docs/measurements/kernel-bisect.md, "On arm64"); run by hand.
-pub const NOT_IN_THE_SUITE: &str = "in_an_arm64_kernel";
 
 /// One test executable as cargo built it.
 #[derive(Debug, Clone)]
@@ -155,7 +149,9 @@ fn run_one(
     cmd.current_dir(&b.package_dir)
         .env("CARGO_MANIFEST_DIR", &b.package_dir);
     if IGNORED_TESTS.contains(&b.name.as_str()) {
-        cmd.args(["--ignored", "--skip", NOT_IN_THE_SUITE]);
+        // Its tests each boot a guest that must have the machine to
+        // itself (the kernel bisections): one at a time.
+        cmd.args(["--ignored", "--test-threads=1"]);
     }
     cmd.args(args);
     configure(&mut cmd);

@@ -132,7 +132,7 @@ pub fn run(args: &TestArgs) -> Result<ExitCode> {
     // lint, the build and the suite; dropped (stopped) on every way out.
     // Only for the whole suite: a filtered run may not bisect at all.
     let whole = args.rest.is_empty();
-    let tree_ahead = whole.then(kernel_tree_ahead).transpose()?;
+    let trees_ahead = whole.then(kernel_trees_ahead).transpose()?;
     let board_ahead = whole.then(board_builds_ahead).transpose()?;
     lint_steps()?;
     let jack = xrunbench_test_support::servers::JackLeftovers::note();
@@ -169,7 +169,13 @@ pub fn run(args: &TestArgs) -> Result<ExitCode> {
             &skips,
             &session,
             doc_tests,
-            board_stage,
+            // Then the trees the bisections build on: built by now, or
+            // built before them, never beside their trials.
+            || {
+                let mut failed = board_stage();
+                failed.extend(trees_ahead.and_then(Ahead::wait));
+                failed
+            },
         )),
         Err(e) => {
             eprintln!("xtask test: {e:#}");
@@ -178,7 +184,6 @@ pub fn run(args: &TestArgs) -> Result<ExitCode> {
             failed.extend(board_stage());
         }
     }
-    drop(tree_ahead);
     failed.extend(skips.finish());
     failed.extend(session.finish());
     if jack.clean() {
@@ -406,17 +411,31 @@ impl Drop for Ahead {
     }
 }
 
-/// `lab source --debian --build` ahead: the kernel tree the real-kernel
-/// bisection builds on, fetched, made and built (some four minutes of
-/// both CPUs). The bisection's own `lab source` waits for it (the tree's
-/// lock), then finds the tree built; if it failed, the bisection makes the
+/// The architectures of the lab's kernel trees the suite bisects, in the
+/// order its bisections run (`tests/kernel_bisect.rs`).
+const BISECTED_ARCHES: [&str; 2] = ["x86_64", "aarch64"];
+
+/// `lab source --debian --build` ahead, for each of [`BISECTED_ARCHES`]
+/// in turn: the kernel trees the real-kernel bisections build on,
+/// fetched, made and built (some three to four minutes of both CPUs
+/// each). The bisections wait for it to end (a build beside their trials
+/// gives their guests seconds-long gaps); a bisection's own `lab source`
+/// then finds its tree built, and if the build ahead failed, makes the
 /// tree itself and reports what went wrong.
-fn kernel_tree_ahead() -> Result<Ahead> {
-    let mut cmd = std::process::Command::new(this_program());
-    cmd.args(["lab", "source", "--debian", "--build"]);
+fn kernel_trees_ahead() -> Result<Ahead> {
+    // One process group for both: a shell runs them one after the other.
+    // `/proc/PID/exe` is this binary for as long as it runs, as
+    // [`this_program`] is for a child of its own.
+    let mut cmd = std::process::Command::new("sh");
+    cmd.args([
+        "-ec",
+        r#"me=$0; for arch; do "$me" lab source --debian --build --arch "$arch"; done"#,
+        &format!("/proc/{}/exe", std::process::id()),
+    ])
+    .args(BISECTED_ARCHES);
     let log = xrunbench_host::lab::kernel::cache_dir().join("source-ahead.log");
     Ok(Ahead::start(
-        "making and building the lab's kernel tree",
+        "making and building the lab's kernel trees",
         cmd,
         log,
     ))

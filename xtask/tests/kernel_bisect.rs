@@ -1,5 +1,4 @@
-//! Real kernels bisected end to end (x86_64 in the suite, aarch64 by
-//! hand): Debian's
+//! Real kernels bisected end to end, x86_64 then aarch64: Debian's
 //! linux-source-6.1 made a git tree by `lab source`, the scheduler series of `tests/kernel_series` on
 //! top of it (eight commits: comments, a debug line, a rename, a commit
 //! that does not build, the helper it needed, throughput-friendly
@@ -66,15 +65,15 @@
 //! The same regression on arm64: the lab's aarch64 tree (`lab source
 //! --arch aarch64`, cross-built; `-M virt`, 2 emulated Cortex-A57, the
 //! built-in snd-aloop) with patches 1, 2, 6, 7 and 8 of the series, the
-//! same scenario and rule with 4 s trials. Measured by hand, quiet: the
-//! base kernel's longest gaps were 85–282 ms in 8 s trials and 103–244 ms
-//! in 4 s ones (and once 951 ms, the seconds-long outlier x86 guests show
-//! too), the culprit's 385–877 and 394–657 ms: the same 3–4× as on
-//! x86_64, so the same settings hold. A trial costs some 7 s besides its
-//! audio there (hackbench's 240 processes started under TCG), so 4 s
-//! trials: one took 11 s. Its bisection by hand: 5 visits, 41 trials
-//! (8 baseline, 7 at the bad endpoint, 10 in the search, 16 to confirm),
-//! 637 s; an incremental step's build is 12–15 s.
+//! same scenario and rule with 6 s trials. Measured by hand, quiet: the
+//! base kernel's longest gaps were 96–250 ms (and once 482), the
+//! culprit's 364–712 ms: the same 3× as on x86_64, so the same settings
+//! hold. An incremental step's build is 8–15 s.
+//!
+//! The player starts first and the load 1 s later (`start_delay`), as in
+//! the LKML report (`aplay … &`, then `hackbench 6`): a player started
+//! beside hackbench's 240 processes on the emulated CPUs took 3–5 s to
+//! open its card and play, which was half of every trial's time.
 
 mod support;
 
@@ -271,7 +270,7 @@ fn write_scenario(dir: &Path, tree: &LabTree, plan: &Plan) -> PathBuf {
     ScenarioText::new("kernel-series")
         .trials(4)
         .duration(&format!("{seconds}s"))
-        .warmup("1s")
+        .warmup("0s")
         .generate(&format!(
             "{{ seconds = {seconds}, rate = 48000, channels = 2 }}"
         ))
@@ -281,6 +280,7 @@ fn write_scenario(dir: &Path, tree: &LabTree, plan: &Plan) -> PathBuf {
         .audio("period_time", "25ms")
         .audio("priority", "other")
         .hackbench("{ groups = 6 }")
+        .load_start_delay("1s")
         .config("play")
         .tail(&format!(
             "[target]\nvm = {{ kernel = {}, sound = {} }}",
@@ -401,11 +401,9 @@ fn bisect_the_series(plan: &Plan, bins: &Path) {
 }
 
 // Both ignored so that `cargo test --all-targets` builds and lints them
-// but does not run them. `cargo xtask test` runs the x86_64 one last in
-// the guests' lane, when the kernel tree it builds on has been made and
-// built in the background and the other tests are done; the arm64 one is
-// not in the suite yet (`lanes::NOT_IN_THE_SUITE`: beside x86_64's it
-// does not fit the suite's 50 minutes, docs/measurements/kernel-bisect.md).
+// but does not run them. `cargo xtask test` runs them last in the guests'
+// lane, one at a time, when the kernel trees they build on have been made
+// and built and the other tests are done.
 // By hand, one at a time (each guest needs the machine to itself):
 // `cargo test --test kernel_bisect -- --ignored --test-threads=1`.
 
@@ -427,12 +425,9 @@ fn bisect_run_names_the_scheduler_commit_that_made_audio_worse_in_a_real_kernel(
 /// A shorter series on the aarch64 tree (`-M virt`, cross-built, its
 /// guest's card the built-in snd-aloop), with the cross-built board
 /// binaries: patches 3–5 left out (the commit that does not build among
-/// them, which the x86_64 bisection covers), so fewer visits. Its trials
-/// are 4 s of audio: a trial's own cost on the emulated Cortex-A57 is
-/// some 7 s (hackbench's 240 processes started and stopped), so an 8 s
-/// trial takes 15 s there and a 4 s one 11 s.
+/// them, which the x86_64 bisection covers), so fewer visits.
 #[test]
-#[ignore = "a real arm64 kernel bisected, by hand: not in the suite's budget yet"]
+#[ignore = "`cargo xtask test` runs it after the x86_64 bisection, alone"]
 fn bisect_run_names_the_scheduler_commit_that_made_audio_worse_in_an_arm64_kernel() {
     xrunbench_test_support::skip_if_cannot!(host_busy());
     let plan = Plan {
@@ -441,7 +436,7 @@ fn bisect_run_names_the_scheduler_commit_that_made_audio_worse_in_an_arm64_kerne
         patches: &[1, 2, 6, 7, 8],
         culprit: 6,
         broken: None,
-        seconds: 4,
+        seconds: 6,
     };
     let bins = tempfile::tempdir().unwrap();
     bisect_the_series(&plan, &cross_board_binaries("aarch64", bins.path()));

@@ -116,6 +116,17 @@ impl ScenarioText {
         self
     }
 
+    /// `[load]`'s `start_delay`: the load starts this long after the
+    /// player (after [`hackbench`](Self::hackbench), which sets `[load]`).
+    pub fn load_start_delay(mut self, delay: &str) -> Self {
+        let load = self
+            .load
+            .as_mut()
+            .expect("load_start_delay after hackbench: it adds to [load]");
+        load.push_str(&format!("\nstart_delay = {}", toml_string(delay)));
+        self
+    }
+
     /// A configuration named `name` with no knobs.
     pub fn config(self, name: &str) -> Self {
         self.config_with(name, "")
