@@ -201,8 +201,9 @@ pub fn run(args: &TestArgs) -> Result<ExitCode> {
 /// Runs the test binaries in their two lanes (see `lanes`): the other
 /// tests, then `after_others`; beside them, where QEMU can be put ahead
 /// of them (root), the guests' tests, with `before_bisect` (the board
-/// stage, whose ARM guests must not run beside the bisection's) ahead of
-/// the real-kernel bisection, which also waits for the other tests (not
+/// stage, whose ARM guests must not run beside the bisections', and the
+/// kernel trees' builds, which must not either) ahead of the real-kernel
+/// bisections, which also wait for the other tests (not
 /// for `after_others`, the doc tests, which only compile and run at
 /// normal priority). Without root the guests' lane comes after.
 /// The guests' tests write to a log, shown when their lane ends. Returns
@@ -353,8 +354,8 @@ impl Ahead {
         Ok(())
     }
 
-    /// Waits for it to end (alone on the machine by now, it has the CPUs);
-    /// the failure to report if it failed.
+    /// Waits for it to end (with the CPUs whatever else leaves idle); the
+    /// failure to report if it failed.
     fn wait(mut self) -> Option<String> {
         let mut child = self.child.take()?;
         self.forget_group();

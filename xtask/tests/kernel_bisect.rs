@@ -408,7 +408,7 @@ fn bisect_the_series(plan: &Plan, bins: &Path) {
 // `cargo test --test kernel_bisect -- --ignored --test-threads=1`.
 
 #[test]
-#[ignore = "the suite's longest test: `cargo xtask test` runs it last, alone"]
+#[ignore = "the suite's longest test: `cargo xtask test` runs it in the guests' lane, alone"]
 fn bisect_run_names_the_scheduler_commit_that_made_audio_worse_in_a_real_kernel() {
     xrunbench_test_support::skip_if_cannot!(host_busy());
     let plan = Plan {
