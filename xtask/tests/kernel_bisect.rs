@@ -36,7 +36,8 @@
 //! judged bad and 11 % of the culprit's undecided. The planted regression
 //! (453–824 ms) lies inside that zone, where the rule's "worse than the
 //! baseline" decides it. The culprit's confirmation keeps its default, 8
-//! trials of each side: one outlier among 4 of the parent's left p 0.17.
+//! trials of each side a look (up to 40): one outlier among 4 of the
+//! parent's left p 0.17.
 //!
 //! Boots differ: in one quiet suite run the baseline's boot gave 85–211 ms
 //! (median 185) and three good steps, each its own boot, 122–313 ms; one

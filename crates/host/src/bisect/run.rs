@@ -16,10 +16,11 @@
 //!    --first-parent`); `git bisect` itself stays for a step under `git
 //!    bisect run` (`bisect`), and the search leaves its verdicts in
 //!    `git-bisect.log` for `git bisect replay`.
-//! 3. The culprit confirmed with fresh trials of it and its parent
-//!    (`--confirm-trials`, 8) and, with `--confirm-revert`, of the bad
+//! 3. The culprit confirmed with fresh trials of its parent and of it,
+//!    look by look (`--confirm-batch` 8 a side a look, up to
+//!    `--confirm-trials` 40) and, with `--confirm-revert`, of the bad
 //!    commit with the culprit reverted — in a temporary worktree, the
-//!    user's tree untouched — tested by [`super::rule::confirm`].
+//!    user's tree untouched — tested by [`super::rule::Confirmer`].
 //! 4. The report (`report.txt`, `report.md`): the culprit's `git log
 //!    --oneline -1`, the posterior, board and kernel fingerprints, the
 //!    mmtests-style table of parent vs culprit (vs revert), steps,
@@ -47,14 +48,14 @@ use xrunbench_schema::doc::{utc_stamp, write_atomic};
 
 use super::deploy::{Deploy, DeployArgs};
 use super::posterior::{self, Family, Measured, SearchArgs, Series};
-use super::rule::{self, Confirmation, CONFIRM_TRIALS};
+use super::rule::{self, ConfirmArgs, Confirmation, Confirmer};
 use super::step::{self, git_out, short, Goal, StepRecord, StepSpec, STEP_FILE};
 use super::trust::HostHooks;
 use super::{whole, BisectArgs, Decision, Stop};
 use crate::compare::export::{exporter, Format};
 use crate::compare::metrics::Metric;
 use crate::compare::table::Significance;
-use crate::results::{default_results_root, RunDir};
+use crate::results::{default_results_root, LoadError, RunDir};
 use crate::run::{scenario, signals, TargetArgs};
 
 /// Culprit named and confirmed.
@@ -98,9 +99,10 @@ pub struct BisectRunArgs {
     /// How the search goes.
     #[command(flatten)]
     pub search: SearchArgs,
-    /// Fresh trials of the culprit and of its parent (and of the revert).
-    #[arg(long, value_name = "N", default_value_t = CONFIRM_TRIALS)]
-    pub confirm_trials: usize,
+    /// How the culprit is confirmed: fresh trials of it and of its
+    /// parent (and of the revert).
+    #[command(flatten)]
+    pub confirm: ConfirmArgs,
     /// Also measure the bad commit with the culprit reverted (where the
     /// revert applies cleanly), in a temporary worktree.
     #[arg(long)]
@@ -327,8 +329,9 @@ fn prepare(args: &BisectRunArgs) -> Result<Bisection<'_>, String> {
     args.decision.check()?;
     args.search.check()?;
     let (series, subjects) = series(&top, &good, &bad)?;
-    if args.confirm_trials < 2 || args.baseline_trials == Some(1) {
-        return Err("--confirm-trials and --baseline-trials must be at least 2".into());
+    args.confirm.check()?;
+    if args.baseline_trials == Some(1) {
+        return Err("--baseline-trials 1: expected at least 2 trials".into());
     }
     let scenario = here.join(&args.scenario);
     let (_, mut s) = scenario::load(&scenario).map_err(|e| e.0)?;
@@ -457,27 +460,73 @@ fn bisection(b: &mut Bisection) -> Result<bool, End> {
     // 3. The confirmation, against the last commit before the candidate
     // (its parent, unless the parent could not be measured).
     let parent = b.series[g.first - 1].clone();
-    let n = b.args.confirm_trials;
-    checkout(b, &parent)?;
-    let (top, scen) = (b.top.clone(), b.scenario.clone());
-    let parent_dir = measure_fixed(b, &top, &scen, &format!("parent-{}", short(&parent)), n)?;
-    checkout(b, &culprit)?;
-    let culprit_dir = measure_fixed(b, &top, &scen, &format!("culprit-{}", short(&culprit)), n)?;
+    let confirmer = confirmer(b, seconds);
+    let (mut parents, mut culprits) = (Vec::new(), Vec::new());
+    let seq = confirmer.run(|look, n| {
+        let (p, c) = confirmation_look(b, (&parent, &culprit), look, n)?;
+        let values = (values_of(b, &p)?.0, values_of(b, &c)?.0);
+        parents.push(p);
+        culprits.push(c);
+        Ok(values)
+    })?;
     let revert = if b.args.confirm_revert {
-        Some(measure_revert(b, &culprit)?)
+        Some(measure_revert(b, &culprit, seq.culprit.len())?)
     } else {
         None
     };
     // 4. The report.
-    let confirmed = report(
-        b,
-        &oneline,
-        &table,
-        &parent_dir,
-        &culprit_dir,
-        revert.as_ref(),
-    )?;
-    Ok(confirmed)
+    let measured = ConfirmationDirs {
+        parents,
+        culprits,
+        revert,
+        looks: seq.looks,
+    };
+    report(b, &oneline, &table, &confirmer, &measured)
+}
+
+/// The confirmation's options for this bisection (its trials are `seconds`
+/// long).
+fn confirmer(b: &Bisection, seconds: f64) -> Confirmer {
+    let d = &b.args.decision;
+    Confirmer {
+        direction: d.metric.direction(),
+        resolution: d.metric.resolution(seconds),
+        threshold_pct: d.threshold,
+        alpha: d.alpha,
+        plan: b.args.confirm.plan(),
+    }
+}
+
+/// One look's trials of the confirmation: `n` of the parent, then `n` of
+/// the culprit, each deployed; their run directories.
+fn confirmation_look(
+    b: &mut Bisection,
+    (parent, culprit): (&str, &str),
+    look: usize,
+    n: usize,
+) -> Result<(PathBuf, PathBuf), End> {
+    let suffix = if look == 1 {
+        String::new()
+    } else {
+        format!("-{look}")
+    };
+    let (top, scen) = (b.top.clone(), b.scenario.clone());
+    checkout(b, parent)?;
+    let label = format!("parent-{}{suffix}", short(parent));
+    let p = measure_fixed(b, &top, &scen, &label, n)?;
+    checkout(b, culprit)?;
+    let label = format!("culprit-{}{suffix}", short(culprit));
+    let c = measure_fixed(b, &top, &scen, &label, n)?;
+    Ok((p, c))
+}
+
+/// The confirmation's run directories: one per look and side, and the
+/// revert's.
+struct ConfirmationDirs {
+    parents: Vec<PathBuf>,
+    culprits: Vec<PathBuf>,
+    revert: Option<Result<PathBuf, String>>,
+    looks: usize,
 }
 
 /// The baseline at the good commit: taken there, or the one given, which
@@ -897,10 +946,14 @@ fn measure_fixed(
     }
 }
 
-/// The bad commit with the culprit reverted, measured in a temporary
-/// worktree (removed afterwards); `Err` text when the revert does not
-/// apply cleanly.
-fn measure_revert(b: &mut Bisection, culprit: &str) -> Result<Result<PathBuf, String>, End> {
+/// The bad commit with the culprit reverted, `n` trials measured in a
+/// temporary worktree (removed afterwards); `Err` text when the revert
+/// does not apply cleanly.
+fn measure_revert(
+    b: &mut Bisection,
+    culprit: &str,
+    n: usize,
+) -> Result<Result<PathBuf, String>, End> {
     let tmp = tempfile::Builder::new()
         .prefix("xrunbench-revert-")
         .tempdir()
@@ -934,7 +987,7 @@ fn measure_revert(b: &mut Bisection, culprit: &str) -> Result<Result<PathBuf, St
                 Err(_) => b.scenario.clone(),
             };
             let label = format!("revert-{}", short(culprit));
-            measure_fixed(b, &wt, &scen, &label, b.args.confirm_trials).map(Ok)
+            measure_fixed(b, &wt, &scen, &label, n).map(Ok)
         }
         _ => {
             let _ = git(&wt, &["revert", "--abort"]);
@@ -987,7 +1040,7 @@ fn print_expectation(b: &Bisection, baseline: &Path) {
         d.threshold,
         d.max_trials,
         d.alpha,
-        b.args.confirm_trials,
+        b.args.confirm,
         b.args.search,
     ) {
         Some(e) => {
@@ -1020,16 +1073,21 @@ fn report(
     b: &mut Bisection,
     oneline: &str,
     posterior: &str,
-    parent: &Path,
-    culprit: &Path,
-    revert: Option<&Result<PathBuf, String>>,
+    confirmer: &Confirmer,
+    measured: &ConfirmationDirs,
 ) -> Result<bool, End> {
-    let mut dirs = vec![
-        RunDir::load(parent).map_err(|e| End::NoCulprit(e.0))?,
-        RunDir::load(culprit).map_err(|e| End::NoCulprit(e.0))?,
-    ];
+    let load = |paths: &[PathBuf]| -> Result<RunDir, End> {
+        let mut dirs = paths.iter().map(|p| RunDir::load(p));
+        let first = dirs
+            .next()
+            .unwrap_or_else(|| Err(LoadError("the confirmation measured nothing".into())));
+        dirs.fold(first, |all, d| Ok(all?.with_trials_of(d?)))
+            .map_err(|e| End::NoCulprit(e.0))
+    };
+    let revert = measured.revert.as_ref();
+    let mut dirs = vec![load(&measured.parents)?, load(&measured.culprits)?];
     if let Some(Ok(r)) = revert {
-        dirs.push(RunDir::load(r).map_err(|e| End::NoCulprit(e.0))?);
+        dirs.push(load(std::slice::from_ref(r))?);
     }
     let values = |d: &RunDir| -> Vec<f64> {
         d.trials_of(&b.config)
@@ -1037,15 +1095,12 @@ fn report(
             .filter_map(|t| b.args.decision.metric.of(t))
             .collect()
     };
-    let seconds = dirs[0].trial_seconds;
-    let c = rule::confirm(
-        &values(&dirs[0]),
-        &values(&dirs[1]),
+    let (parent, culprit) = (values(&dirs[0]), values(&dirs[1]));
+    let c = confirmer.look(
+        measured.looks,
+        &parent,
+        &culprit,
         dirs.get(2).map(values).as_deref(),
-        b.args.decision.metric.direction(),
-        b.args.decision.metric.resolution(seconds),
-        b.args.decision.threshold,
-        b.args.decision.alpha,
     );
     let verdict = verdict_line(c.verdict);
     let revert_line = revert_line(revert, &c);
@@ -1053,7 +1108,8 @@ fn report(
     let board = board_line(&dirs[1]);
     let kernels = kernel_lines(&dirs);
     let table = crate::compare::build(&dirs, Significance::Mwu, crate::compare::ALPHA);
-    let head = |md: bool| report_head(b, oneline, verdict, &c, &revert_line, md);
+    let sizes = (culprit.len(), measured.looks);
+    let head = |md: bool| report_head(b, oneline, verdict, (&c, sizes), &revert_line, md);
     let text = format!(
         "{}\n{}\nkernels:\n{}\n\n{}\n{}\n{}",
         wrap(&head(false)),
@@ -1186,7 +1242,7 @@ fn report_head(
     b: &Bisection,
     oneline: &str,
     verdict: &str,
-    c: &rule::Confirmed,
+    (c, (n, looks)): (&rule::Confirmed, (usize, usize)),
     revert_line: &str,
     md: bool,
 ) -> String {
@@ -1199,12 +1255,15 @@ fn report_head(
     );
     let _ = writeln!(
         s,
-        "{verdict} ({} vs its parent, {} fresh trials each: p(worse) {:.4}, p(better than \
-         the bad state) {:.4}, alpha {})",
+        "{verdict} ({} vs its parent, {n} fresh trials each, {looks} {}: p(worse) {:.4} at \
+         level {:.4}, p(better than the bad state) {:.4} at level {:.4}; alpha {} over the \
+         looks)",
         b.args.decision.metric.label(),
-        b.args.confirm_trials,
+        if looks == 1 { "look" } else { "looks" },
         c.p_culprit_worse,
+        c.levels.worse,
         c.p_culprit_better,
+        c.levels.better,
         b.args.decision.alpha
     );
     let _ = writeln!(s, "{revert_line}");

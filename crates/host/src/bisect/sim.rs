@@ -27,7 +27,7 @@ use anyhow::bail;
 
 use super::alternatives::{Midpoint, PoissonSprt, StepRule};
 use super::population::{self, Population};
-use super::rule::{confirm, Confirmation, Decision, Rule, CONFIRM_TRIALS};
+use super::rule::{confirm, ConfirmArgs, Confirmation, Decision, Rule, CONFIRM_BATCH};
 use crate::compare::metrics::{Direction, Metric};
 use crate::stats::{self, Rng};
 
@@ -90,9 +90,9 @@ pub struct SimArgs {
     /// confirmation) of series of these many commits, instead of steps.
     #[arg(long, value_name = "N,…", value_delimiter = ',', num_args = 0..)]
     pub bisections: Option<Vec<usize>>,
-    /// With --bisections: fresh trials of the culprit and of its parent.
-    #[arg(long, value_name = "N", default_value_t = CONFIRM_TRIALS)]
-    pub confirm_trials: usize,
+    /// With --bisections: how the culprit is confirmed.
+    #[command(flatten)]
+    pub confirm: ConfirmArgs,
     /// With --bisections and --rule posterior: the search's options.
     #[command(flatten)]
     pub search: super::posterior::SearchArgs,
@@ -207,14 +207,15 @@ fn bisections(a: &SimArgs, scn: &Scenario, series: &[usize]) -> anyhow::Result<E
     println!(
         "bisect-sim --bisections: {}; whole bisections as bisect-run does them: a baseline of {} \
          trials, the bad endpoint measured, steps of up to --max-trials {} at --alpha {} \
-         --threshold {} with skips, the culprit confirmed with {} trials a side; the culprit \
+         --threshold {} with skips, the culprit confirmed with up to {} trials a side, {} a look; the culprit \
          uniform over the series; {} bisections per row, seed {}",
         scn.name,
         a.baseline_trials,
         a.max_trials,
         a.alpha,
         scn.threshold,
-        a.confirm_trials,
+        a.confirm.confirm_trials,
+        a.confirm.confirm_batch,
         a.runs,
         a.seed
     );
@@ -235,9 +236,7 @@ fn check(a: &SimArgs) -> anyhow::Result<()> {
         if a.grid {
             bail!("--bisections and --grid are two experiments: one at a time");
         }
-        if a.confirm_trials < 2 {
-            bail!("--confirm-trials must be at least 2");
-        }
+        a.confirm.check().map_err(anyhow::Error::msg)?;
         a.search.check().map_err(anyhow::Error::msg)?;
     } else if a.rule.contains(&RuleKind::Posterior) {
         bail!("--rule posterior searches whole series: give --bisections");
@@ -440,7 +439,7 @@ fn simulate(a: &SimArgs, scn: &Scenario, kind: RuleKind) -> [Tally; 2] {
                 _ => d == Decision::Good,
             };
             let mut draw = |src: &Source| -> Vec<f64> {
-                (0..CONFIRM_TRIALS)
+                (0..CONFIRM_BATCH)
                     .map(|_| src.draw(&mut confirm_rng, scn.metric))
                     .collect()
             };
@@ -727,7 +726,7 @@ impl SimArgs {
         baseline_trials: usize,
         max_trials: usize,
         alpha: f64,
-        confirm_trials: usize,
+        confirm: ConfirmArgs,
         runs: usize,
     ) -> SimArgs {
         SimArgs {
@@ -740,7 +739,7 @@ impl SimArgs {
             alpha,
             threshold: Some(threshold),
             no_fixed: true,
-            confirm_trials,
+            confirm,
             ..SimArgs::defaults()
         }
     }
@@ -764,7 +763,7 @@ impl SimArgs {
             grid: false,
             no_fixed: true,
             bisections: None,
-            confirm_trials: self.confirm_trials,
+            confirm: self.confirm,
             search: self.search,
             seed: self.seed,
         }

@@ -16,8 +16,9 @@
 //!    commit tried, as `git bisect skip` avoids skipped commits; when only
 //!    skipped commits are left between the last good and the first bad,
 //!    there is no single answer;
-//! 4. the culprit confirmed: `--confirm-trials` fresh trials of it and of
-//!    its parent ([`confirm`]); anything but `Confirmed` is no answer.
+//! 4. the culprit confirmed look by look ([`Confirmer`]): fresh trials of
+//!    it and of its parent, `--confirm-batch` a side a look, up to
+//!    `--confirm-trials`; anything but `Confirmed` is no answer.
 //!
 //! Beside it, bisections of a fixed number of trials per step, no skips
 //! and no confirmation (each step says whichever of the rule's two
@@ -27,7 +28,7 @@
 //! often (or 1 %).
 
 use super::posterior;
-use super::rule::{confirm, Confirmation, Decision, Rule};
+use super::rule::{ConfirmArgs, Confirmation, Confirmer, Decision, Rule};
 use super::sim::{make_rule, step, RuleKind, Scenario, SimArgs, Source};
 use crate::stats::Rng;
 
@@ -39,8 +40,21 @@ pub enum End {
     /// Another commit named (and confirmed).
     Wrong,
     /// Nothing to bisect, only skipped commits left, or a culprit not
-    /// confirmed.
-    NoAnswer,
+    /// confirmed: why.
+    NoAnswer(Unanswered),
+}
+
+/// Why a bisection ended without an answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Unanswered {
+    /// The bad endpoint's check found nothing to bisect.
+    Endpoint,
+    /// The search, or the walk, could not settle on one commit.
+    Unsettled,
+    /// The right culprit was named but not confirmed.
+    RightUnconfirmed,
+    /// A wrong culprit was named, and not confirmed.
+    WrongUnconfirmed,
 }
 
 /// The outcomes of many bisections of one kind.
@@ -54,6 +68,8 @@ pub struct Tally {
     pub wrong: usize,
     /// No answer.
     pub none: usize,
+    /// No answer, by [`Unanswered`] in its order.
+    pub unanswered: [usize; 4],
     /// Trials in all (baseline, endpoint, steps, confirmation).
     pub trials: usize,
     /// Bisect steps in all.
@@ -68,7 +84,10 @@ impl Tally {
         match end {
             End::Right => self.right += 1,
             End::Wrong => self.wrong += 1,
-            End::NoAnswer => self.none += 1,
+            End::NoAnswer(why) => {
+                self.none += 1;
+                self.unanswered[why as usize] += 1;
+            }
         }
         self.trials += trials;
         self.steps += steps;
@@ -149,7 +168,7 @@ fn bisect_once(
     let (k, d) = step(rule.as_ref(), &draw(&scn.bad, a.max_trials, scn, rng));
     trials += k;
     if d != Decision::Bad {
-        return (End::NoAnswer, trials, 0, 0);
+        return (End::NoAnswer(Unanswered::Endpoint), trials, 0, 0);
     }
     let w = walk(commits, |i| {
         let (k, d) = step(rule.as_ref(), &draw(state(i), a.max_trials, scn, rng));
@@ -164,7 +183,7 @@ fn bisect_once(
     if hi - w.lo > 1 {
         // Only skipped commits between: "the first bad commit could be
         // any of …".
-        return (End::NoAnswer, trials, steps, skips);
+        return (End::NoAnswer(Unanswered::Unsettled), trials, steps, skips);
     }
     let (end, k) = confirmed(a, scn, (state(hi - 1), state(hi)), hi == culprit, rng);
     (end, trials + k, steps, skips)
@@ -194,7 +213,7 @@ fn search_once(
     let (k, d) = step(&rule, &endpoint);
     let mut trials = base.len() + k;
     if posterior::nothing_to_bisect(d, rule.p_values(&endpoint[..k]).0) {
-        return (End::NoAnswer, trials, 0, 0);
+        return (End::NoAnswer(Unanswered::Endpoint), trials, 0, 0);
     }
     let mut series = posterior::Series::new(commits);
     series.add(0, &base);
@@ -206,7 +225,7 @@ fn search_once(
     .expect("the simulation's measurements do not fail");
     trials += out.trials;
     let Some(g) = out.found else {
-        return (End::NoAnswer, trials, out.visits, 0);
+        return (End::NoAnswer(Unanswered::Unsettled), trials, out.visits, 0);
     };
     let named = (state(g.first - 1), state(g.last));
     let (end, k) = confirmed(a, scn, named, g.last == culprit, rng);
@@ -223,24 +242,23 @@ fn confirmed(
     right: bool,
     rng: &mut Rng,
 ) -> (End, usize) {
-    let parent = draw(states.0, a.confirm_trials, scn, rng);
-    let named = draw(states.1, a.confirm_trials, scn, rng);
-    let v = confirm(
-        &parent,
-        &named,
-        None,
-        scn.direction,
-        scn.resolution,
-        scn.threshold,
-        a.alpha,
-    )
-    .verdict;
-    let end = match (v, right) {
+    let confirmer = Confirmer {
+        direction: scn.direction,
+        resolution: scn.resolution,
+        threshold_pct: scn.threshold,
+        alpha: a.alpha,
+        plan: a.confirm.plan(),
+    };
+    let out = confirmer
+        .run(|_, n| Ok::<_, ()>((draw(states.0, n, scn, rng), draw(states.1, n, scn, rng))))
+        .expect("the simulation's measurements do not fail");
+    let end = match (out.confirmed.verdict, right) {
         (Confirmation::Confirmed, true) => End::Right,
         (Confirmation::Confirmed, false) => End::Wrong,
-        _ => End::NoAnswer,
+        (_, true) => End::NoAnswer(Unanswered::RightUnconfirmed),
+        (_, false) => End::NoAnswer(Unanswered::WrongUnconfirmed),
     };
-    (end, parent.len() + named.len())
+    (end, out.parent.len() + out.culprit.len())
 }
 
 /// One bisection with `n` trials per step, no endpoint check, no skip and
@@ -332,7 +350,7 @@ pub fn expect_from_baseline(
     threshold: f64,
     max_trials: usize,
     alpha: f64,
-    confirm_trials: usize,
+    confirm: ConfirmArgs,
     search: posterior::SearchArgs,
 ) -> Option<Expectation> {
     let n = counts.len();
@@ -350,16 +368,7 @@ pub fn expect_from_baseline(
     } else {
         f64::INFINITY
     };
-    let a = SimArgs::for_model(
-        mean,
-        shape,
-        threshold,
-        n,
-        max_trials,
-        alpha,
-        confirm_trials.max(2),
-        300,
-    );
+    let a = SimArgs::for_model(mean, shape, threshold, n, max_trials, alpha, confirm, 300);
     let a = SimArgs { search, ..a };
     let scn = super::sim::scenario(&a, &None);
     // A series of one commit is its own culprit: bisected as two.
@@ -372,19 +381,26 @@ const FIXED_SIZES: [usize; 16] = [1, 2, 3, 4, 5, 6, 8, 10, 12, 16, 20, 24, 32, 4
 
 /// The table's header.
 pub const HEADER: &str = "| series | bisection | right, confirmed | wrong, confirmed | no answer \
-    | trials | steps (skipped) | trials vs fixed n, same accuracy |\n\
-    |---|---|---|---|---|---|---|---|";
+    | trials | steps (skipped) | trials vs fixed n, same accuracy | no answer: endpoint / \
+    unsettled / right, unconfirmed / wrong, unconfirmed |\n\
+    |---|---|---|---|---|---|---|---|---|";
 
 /// One row.
 fn row(commits: usize, what: &str, t: &Tally, vs: &str) -> String {
     format!(
-        "| {commits} | {what} | {:.1} % | {:.1} % | {:.1} % | {:.1} | {:.2} ({:.2}) | {vs} |",
+        "| {commits} | {what} | {:.1} % | {:.1} % | {:.1} % | {:.1} | {:.2} ({:.2}) | {vs} | {} |",
         100.0 * t.rate(t.right),
         100.0 * t.rate(t.wrong),
         100.0 * t.rate(t.none),
         t.rate(t.trials),
         t.rate(t.steps),
         t.rate(t.skips),
+        t.unanswered
+            .iter()
+            .map(|n| format!("{:.1}", 100.0 * t.rate(*n)))
+            .collect::<Vec<_>>()
+            .join(" / ")
+            + " %",
     )
 }
 
@@ -478,6 +494,12 @@ mod tests {
         let scn = super::super::sim::scenario(&a, &None);
         let t = simulate(&a, &scn, RuleKind::Bisect, 32);
         assert_eq!(t.right + t.wrong + t.none, t.runs);
+        assert_eq!(t.unanswered.iter().sum::<usize>(), t.none, "{t:?}");
+        // The walk loses most of its answers before it names anything: a
+        // bad endpoint not shown bad, or a skip next to the culprit.
+        let before_naming = t.unanswered[Unanswered::Endpoint as usize]
+            + t.unanswered[Unanswered::Unsettled as usize];
+        assert!(5 * before_naming > 4 * t.none, "{t:?}");
         // The confirmation keeps wrong culprits near its α share of the
         // wrong steps; what noise costs is answers.
         assert!(t.rate(t.wrong) <= 0.03, "{t:?}");
@@ -494,18 +516,24 @@ mod tests {
         let counts = [1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0];
         let var = counts.iter().map(|c: &f64| (c - 5.0).powi(2)).sum::<f64>() / 8.0;
         let search = SimArgs::defaults().search;
-        let e = expect_from_baseline(&counts, 8, 100.0, 10, 0.05, 8, search).unwrap();
+        let confirm = ConfirmArgs {
+            confirm_trials: 8,
+            confirm_batch: 8,
+        };
+        let e = expect_from_baseline(&counts, 8, 100.0, 10, 0.05, confirm, search).unwrap();
         assert_eq!(e.mean, 5.0);
         assert!((e.shape - 25.0 / (var - 5.0)).abs() < 1e-9, "{e:?}");
         assert_eq!(e.tally.runs, 300);
         // Poisson-tight counts: no extra spread.
-        let e = expect_from_baseline(&[5.0, 5.0, 6.0, 4.0], 8, 100.0, 10, 0.05, 8, search).unwrap();
+        let e = expect_from_baseline(&[5.0, 5.0, 6.0, 4.0], 8, 100.0, 10, 0.05, confirm, search)
+            .unwrap();
         assert!(e.shape.is_infinite());
         // Too sparse or too short to fit: nothing promised.
         assert!(
-            expect_from_baseline(&[0.0, 0.0, 1.0, 0.0], 8, 100.0, 10, 0.05, 8, search).is_none()
+            expect_from_baseline(&[0.0, 0.0, 1.0, 0.0], 8, 100.0, 10, 0.05, confirm, search)
+                .is_none()
         );
-        assert!(expect_from_baseline(&[5.0], 8, 100.0, 10, 0.05, 8, search).is_none());
+        assert!(expect_from_baseline(&[5.0], 8, 100.0, 10, 0.05, confirm, search).is_none());
     }
 
     #[test]

@@ -132,6 +132,20 @@ impl RunDir {
         })
     }
 
+    /// This run with `more`'s measured trials added: one sample of the
+    /// same configurations measured in several runs (a confirmation's
+    /// looks). The label, manifest and path stay this run's.
+    pub fn with_trials_of(mut self, more: RunDir) -> RunDir {
+        for c in more.configs {
+            if !self.configs.contains(&c) {
+                self.configs.push(c);
+            }
+        }
+        self.records.extend(more.records);
+        self.unreadable.extend(more.unreadable);
+        self
+    }
+
     /// Where its `run.json` is (or would be).
     pub fn manifest_path(&self) -> PathBuf {
         self.path.join(layout::MANIFEST)
