@@ -479,7 +479,6 @@ fn bisection(b: &mut Bisection) -> Result<bool, End> {
         parents,
         culprits,
         revert,
-        looks: seq.looks,
     };
     report(b, &oneline, &table, &confirmer, &measured)
 }
@@ -526,7 +525,6 @@ struct ConfirmationDirs {
     parents: Vec<PathBuf>,
     culprits: Vec<PathBuf>,
     revert: Option<Result<PathBuf, String>>,
-    looks: usize,
 }
 
 /// The baseline at the good commit: taken there, or the one given, which
@@ -1096,19 +1094,15 @@ fn report(
             .collect()
     };
     let (parent, culprit) = (values(&dirs[0]), values(&dirs[1]));
-    let c = confirmer.look(
-        measured.looks,
-        &parent,
-        &culprit,
-        dirs.get(2).map(values).as_deref(),
-    );
+    let looks = measured.parents.len();
+    let c = confirmer.look(looks, &parent, &culprit, dirs.get(2).map(values).as_deref());
     let verdict = verdict_line(c.verdict);
     let revert_line = revert_line(revert, &c);
     let tail = tally_line(b);
     let board = board_line(&dirs[1]);
     let kernels = kernel_lines(&dirs);
     let table = crate::compare::build(&dirs, Significance::Mwu, crate::compare::ALPHA);
-    let sizes = (culprit.len(), measured.looks);
+    let sizes = (culprit.len(), looks);
     let head = |md: bool| report_head(b, oneline, verdict, (&c, sizes), &revert_line, md);
     let text = format!(
         "{}\n{}\nkernels:\n{}\n\n{}\n{}\n{}",
