@@ -22,6 +22,7 @@
 
 pub mod alternatives;
 pub mod deploy;
+mod model;
 pub mod population;
 pub mod posterior;
 pub mod rule;

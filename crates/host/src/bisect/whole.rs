@@ -27,9 +27,9 @@
 //! accurate as the rule: right at least as often, and wrong at most as
 //! often (or 1 %).
 
+use super::model::{make_rule, step, RuleKind, Scenario, SimArgs, Source};
 use super::posterior;
 use super::rule::{ConfirmArgs, Confirmation, Confirmer, Decision, Rule};
-use super::sim::{make_rule, step, RuleKind, Scenario, SimArgs, Source};
 use crate::stats::Rng;
 
 /// How one bisection ended.
@@ -287,7 +287,7 @@ fn fixed_once(
         trials += n;
         // A tie: a coin (a fixed-size bisection never skips).
         Some(
-            super::sim::smaller_p_says_bad(p_worse, p_better)
+            super::model::smaller_p_says_bad(p_worse, p_better)
                 .unwrap_or_else(|| rng.uniform() < 0.5),
         )
     });
@@ -370,7 +370,7 @@ pub fn expect_from_baseline(
     };
     let a = SimArgs::for_model(mean, shape, threshold, n, max_trials, alpha, confirm, 300);
     let a = SimArgs { search, ..a };
-    let scn = super::sim::scenario(&a, &None);
+    let scn = super::model::scenario(&a, &None);
     // A series of one commit is its own culprit: bisected as two.
     let tally = simulate(&a, &scn, RuleKind::Posterior, commits.max(2));
     Some(Expectation { mean, shape, tally })
@@ -473,7 +473,7 @@ mod tests {
     #[test]
     fn a_clear_regression_is_named_right_and_confirmed() {
         let a = args(10.0, f64::INFINITY);
-        let scn = super::super::sim::scenario(&a, &None);
+        let scn = super::super::model::scenario(&a, &None);
         let t = simulate(&a, &scn, RuleKind::Bisect, 32);
         assert_eq!(t.runs, 300);
         assert!(t.rate(t.right) >= 0.95, "{t:?}");
@@ -491,7 +491,7 @@ mod tests {
     fn noise_costs_answers_not_wrong_culprits() {
         // The case: 5 underruns a trial, shape 4, twice as many.
         let a = args(2.0, 4.0);
-        let scn = super::super::sim::scenario(&a, &None);
+        let scn = super::super::model::scenario(&a, &None);
         let t = simulate(&a, &scn, RuleKind::Bisect, 32);
         assert_eq!(t.right + t.wrong + t.none, t.runs);
         assert_eq!(t.unanswered.iter().sum::<usize>(), t.none, "{t:?}");
