@@ -55,7 +55,7 @@ pub struct ScenarioFile {
     /// `[gate]`: pass/fail criteria for CI, per configuration and metric
     /// (see [`crate::gate`]).
     #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
-    pub gate: crate::gate::GateTable,
+    pub gate: super::gate::GateTable,
 }
 
 /// `[monitor]` as written: cyclictest's measurement beside playback, and

@@ -12,6 +12,7 @@ use std::path::Path;
 pub use xrunbench_schema::trial::KnobSpec;
 
 mod file;
+pub mod gate;
 mod resolve;
 mod target;
 
@@ -51,7 +52,7 @@ fn load_text(path: &Path, text: &str) -> Result<(ScenarioFile, Scenario), Scenar
     let file = parse(path, text)?;
     let scenario = resolve(path, &file)?;
     // Gates are judged after the run; a bad one is bad input now.
-    crate::gate::resolve(path, &file, &scenario)?;
+    gate::resolve(path, &file, &scenario)?;
     Ok((file, scenario))
 }
 
