@@ -20,6 +20,7 @@ pub mod lava;
 pub mod plot;
 pub mod results;
 pub mod run;
+pub mod signals;
 pub mod stats;
 pub mod target;
 pub mod util;

@@ -17,8 +17,8 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use crate::run::scenario::{self, Scenario, SshTarget, DEFAULT_BOOT_TIMEOUT, DEFAULT_RETRIES};
-use crate::run::signals;
 use crate::run::units::Span;
+use crate::signals;
 use crate::target::hooks::{Hook, HookOutcome};
 use crate::target::Ssh;
 

@@ -40,7 +40,8 @@ use self::rule::Rule;
 use self::step::{Goal, StepSpec, EXIT_ABORT, EXIT_INTERRUPTED, EXIT_SKIP};
 use crate::compare::metrics::Metric;
 use crate::results::{default_results_root, RunDir};
-use crate::run::{scenario, signals, TargetArgs};
+use crate::run::{scenario, TargetArgs};
+use crate::signals;
 
 /// Arguments of `cargo xtask bisect`.
 #[derive(clap::Args, Debug)]

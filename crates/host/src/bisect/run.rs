@@ -56,7 +56,8 @@ use crate::compare::export::{exporter, Format};
 use crate::compare::metrics::Metric;
 use crate::compare::table::Significance;
 use crate::results::{default_results_root, LoadError, RunDir};
-use crate::run::{scenario, signals, TargetArgs};
+use crate::run::{scenario, TargetArgs};
+use crate::signals;
 
 /// Culprit named and confirmed.
 const EXIT_CONFIRMED: u8 = 0;

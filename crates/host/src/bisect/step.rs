@@ -27,7 +27,7 @@ use crate::results::{Outcome, RunManifest, RunWriter};
 use crate::run::plan::PlannedTrial;
 use crate::run::scenario::{Scenario, ScenarioFile};
 use crate::run::session::{Session, SessionArgs, SetupError, TrialEnd};
-use crate::run::signals;
+use crate::signals;
 use crate::target::hooks::{Hook, HookOutcome};
 
 /// git bisect: good.

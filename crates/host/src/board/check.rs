@@ -19,7 +19,8 @@ use xrunbench_schema::Backend;
 
 use crate::run::plan::PlannedTrial;
 use crate::run::scenario::{self, AudioSource, Scenario};
-use crate::run::{session, signals, spec, validate, TargetArgs};
+use crate::run::{session, spec, validate, TargetArgs};
+use crate::signals;
 
 /// Arguments of `cargo xtask board check`.
 #[derive(clap::Args, Debug)]

@@ -13,12 +13,12 @@ pub mod table;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 
-use self::export::Format;
+use self::export::{exporter, Format};
 use self::metrics::Metric;
 use self::table::{Column, Footer, Samples, Significance, Table};
-use crate::results::{LoadError, RunDir};
+use crate::results::{LoadError, RunDir, RunWriter};
 
 /// Exit code for unreadable input (a run directory, a trial file).
 const EXIT_BAD_INPUT: u8 = 2;
@@ -102,6 +102,22 @@ pub fn build(dirs: &[RunDir], kind: Significance, alpha: f64) -> Table {
         footer: footer(dirs, kind, alpha),
         sections,
     }
+}
+
+/// After the trials: prints the comparison table and writes it in every
+/// format (`comparison.txt`, `.md`, `.csv`, `.json`) and the plots into
+/// the run directory. The trials are already safe; an error here is
+/// reported after the run's outcome.
+pub fn write_comparison_and_plots(out: &RunWriter, dir: &RunDir) -> Result<()> {
+    let table = build(std::slice::from_ref(dir), Significance::Mwu, ALPHA);
+    println!();
+    print!("{}", exporter(Format::Text).render(&table));
+    for format in Format::ALL {
+        out.comparison(format.extension(), &exporter(format).render(&table))
+            .context("comparison not written")?;
+    }
+    crate::plot::write_all(dir).context("plots not written")?;
+    Ok(())
 }
 
 /// The values there are, sorted, each once.

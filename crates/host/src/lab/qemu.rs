@@ -15,7 +15,7 @@ use anyhow::Result;
 use super::initramfs::{Sound, NO_SOUND, NO_SSHD};
 use super::qmp::Qmp;
 use crate::board::arch::Arch;
-use crate::run::signals;
+use crate::signals;
 use xrunbench_trial::child::cpu_time;
 
 /// How QEMU runs the guest's CPUs.

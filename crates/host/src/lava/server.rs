@@ -749,7 +749,7 @@ impl Server {
             origin,
             config,
             token,
-            stop: Arc::new(|| crate::run::signals::stop_requested().is_some()),
+            stop: Arc::new(|| crate::signals::stop_requested().is_some()),
         })
     }
 

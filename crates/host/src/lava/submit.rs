@@ -207,30 +207,19 @@ impl Lab {
 }
 
 /// Runs `scenario` on `lab` (`run`'s `--lava …`, or the scenario's
-/// `[target] lava`). Bad input is one line and exit 2; the run directory
-/// holds whatever records came back, whatever happened to the jobs.
+/// `[target] lava`), whose run directory goes under `results_root`, named
+/// with `label`. The command layer has checked the scenario and the
+/// options that cannot go with a lab. Bad input is one line and exit 2;
+/// the run directory holds whatever records came back, whatever happened
+/// to the jobs.
 pub fn run(
-    args: &crate::run::RunArgs,
     lab: &LavaTargetArgs,
     file: &ScenarioFile,
     scenario: &Scenario,
     gates: &[Gate],
+    label: Option<&str>,
+    results_root: &Path,
 ) -> Result<ExitCode> {
-    if let Some(t) = &args.target.target {
-        crate::say!(": --lava and --target {t}: give one place to run");
-        return Ok(ExitCode::from(2));
-    }
-    if args.dry_run || !args.only.is_empty() {
-        crate::say!(": a lab run (--lava, [target] lava) takes no --dry-run or --only");
-        return Ok(ExitCode::from(2));
-    }
-    let refused = crate::run::validate::boot_checks(scenario, true);
-    if !refused.is_empty() {
-        for line in refused {
-            crate::say!(": {line}");
-        }
-        return Ok(ExitCode::from(2));
-    }
     let lab = match Lab::open(lab, None) {
         Ok(l) => l,
         Err(e) => {
@@ -249,18 +238,7 @@ pub fn run(
             return Ok(ExitCode::from(1));
         }
     };
-    let results_root = args
-        .results_dir
-        .clone()
-        .unwrap_or_else(crate::results::default_results_root);
-    finish(
-        done,
-        file,
-        scenario,
-        gates,
-        args.label.as_deref(),
-        &results_root,
-    )
+    finish(done, file, scenario, gates, label, results_root)
 }
 
 /// The lab's API token: `--lava-token-file`, else the environment.
@@ -475,7 +453,7 @@ fn run_shares(server: &Server, shares: &mut [Share]) -> Ended {
     let deadline = Instant::now() + Duration::from_secs((minutes + QUEUE_MINUTES) * 60);
     let mut seen: BTreeMap<u64, (JobState, Option<String>)> = BTreeMap::new();
     loop {
-        if let Some(sig) = crate::run::signals::stop_requested() {
+        if let Some(sig) = crate::signals::stop_requested() {
             for sh in shares.iter() {
                 if let (Some(id), None) = (sh.id, &sh.done) {
                     match server.cancel(id) {
@@ -711,7 +689,7 @@ fn finish(
         results_root,
     })?;
     println!("{}", written.manifest.target);
-    crate::run::write_comparison_and_plots(&written.writer, &written.dir)?;
+    crate::compare::write_comparison_and_plots(&written.writer, &written.dir)?;
     let baseline = scenario
         .configs
         .first()

@@ -14,7 +14,6 @@
 pub mod plan;
 pub mod scenario;
 pub mod session;
-pub mod signals;
 pub mod spec;
 pub mod summary;
 pub mod units;
@@ -25,13 +24,14 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use xrunbench_schema::trial::{AudioInput, TrialRecord};
 
 use self::plan::PlannedTrial;
 use self::scenario::{Scenario, SshTarget};
 use self::session::{Session, SessionArgs, SetupError, TrialEnd};
 use crate::results::{default_results_root, Outcome, RunDir, RunWriter};
+use crate::signals;
 
 /// Exit code for bad input (scenario, options).
 const EXIT_BAD_INPUT: u8 = 2;
@@ -241,7 +241,11 @@ pub fn run(args: &RunArgs) -> Result<ExitCode> {
         .clone()
         .unwrap_or_else(default_results_root);
     if let Some(lab) = args.lava.or_scenario(&scenario) {
-        return crate::lava::submit::run(args, &lab, &file, &scenario, &gates);
+        if let Err(refused) = lab_run_checks(args, &scenario) {
+            return Ok(bad_input(&refused));
+        }
+        let label = args.label.as_deref();
+        return crate::lava::submit::run(&lab, &file, &scenario, &gates, label, &results_root);
     }
     // Building the binaries (which validation needs: it asks xrun-trial)
     // needs the build prerequisites; the scenario itself was checked above.
@@ -308,7 +312,7 @@ pub fn run(args: &RunArgs) -> Result<ExitCode> {
         debug_assert!(measured == finished || matches!(outcome, Outcome::Failed { .. }));
         write_errors.extend(write_summary(&out, dir, &outcome).err());
         if measured > 0 {
-            write_errors.extend(write_comparison_and_plots(&out, dir).err());
+            write_errors.extend(crate::compare::write_comparison_and_plots(&out, dir).err());
         }
     }
     let gates_failed = dir.as_ref().is_some_and(|dir| {
@@ -418,22 +422,26 @@ fn write_summary(out: &RunWriter, dir: &RunDir, outcome: &Outcome) -> Result<()>
     out.summary(&text, &summary)
 }
 
-/// After the trials: prints the comparison table and writes it in every
-/// format (`comparison.txt`, `.md`, `.csv`, `.json`) and the plots into
-/// the run directory. The trials are already safe; an error here is
-/// reported after the run's outcome.
-pub(crate) fn write_comparison_and_plots(out: &RunWriter, dir: &RunDir) -> Result<()> {
-    use crate::compare::export::{exporter, Format};
-    use crate::compare::{build, table::Significance, ALPHA};
-    let table = build(std::slice::from_ref(dir), Significance::Mwu, ALPHA);
-    println!();
-    print!("{}", exporter(Format::Text).render(&table));
-    for format in Format::ALL {
-        out.comparison(format.extension(), &exporter(format).render(&table))
-            .context("comparison not written")?;
+/// What a LAVA lab's run refuses before any job is submitted: a second
+/// place to run, the options a lab does not take, and what its boards'
+/// kernels cannot do.
+fn lab_run_checks(args: &RunArgs, scenario: &Scenario) -> Result<(), Vec<String>> {
+    if let Some(t) = &args.target.target {
+        return Err(vec![format!(
+            "--lava and --target {t}: give one place to run"
+        )]);
     }
-    crate::plot::write_all(dir).context("plots not written")?;
-    Ok(())
+    if args.dry_run || !args.only.is_empty() {
+        return Err(vec![
+            "a lab run (--lava, [target] lava) takes no --dry-run or --only".into(),
+        ]);
+    }
+    let refused = validate::boot_checks(scenario, true);
+    if refused.is_empty() {
+        Ok(())
+    } else {
+        Err(refused)
+    }
 }
 
 fn bad_input(lines: &[String]) -> ExitCode {

@@ -20,9 +20,10 @@ use xrunbench_schema::Backend;
 
 use super::plan::PlannedTrial;
 use super::scenario::{AudioSource, Scenario, ScenarioFile, SshTarget};
-use super::{signals, spec, validate};
+use super::{spec, validate};
 use crate::lab::vm::VmSettings;
 use crate::results::{LostTrial, RunManifest, RunWriter, RunnerInfo, RUN_SCHEMA};
+use crate::signals;
 use crate::target::{binaries, Guests, Local, Ssh, Target, TrialRun};
 
 /// Why a session could not be opened.

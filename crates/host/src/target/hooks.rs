@@ -183,7 +183,7 @@ impl Hook<'_> {
                     kill_group(child.id(), libc::SIGTERM);
                     term_sent = Some(Instant::now());
                 }
-                None if crate::run::signals::stop_requested().is_some() => {
+                None if crate::signals::stop_requested().is_some() => {
                     kill_group(child.id(), libc::SIGTERM);
                     term_sent = Some(Instant::now());
                     interrupted = true;

@@ -637,7 +637,7 @@ pub(crate) fn run_to_end(
         {
             break Ok(status);
         }
-        if let Some(sig) = crate::run::signals::stop_requested() {
+        if let Some(sig) = crate::signals::stop_requested() {
             break Err(format!("{what}: stopped, signal {sig} received"));
         }
         if overflow.passed() {

@@ -39,7 +39,7 @@ use super::{last, run_to_end, Target, Unreachable, PID_MARKER};
 use crate::board::arch::Arch;
 use crate::board::build::BINARIES;
 use crate::run::scenario::SshTarget;
-use crate::run::signals;
+use crate::signals;
 
 /// Keep-alive interval when neither the user's ssh config nor the target's
 /// options set one, s.
