@@ -86,6 +86,19 @@ pub fn run_quiet(cmd: &mut Command) -> Result<()> {
     bail!("{shown} failed: {}\n{}", out.status, tail.join("\n"))
 }
 
+/// `git ARGS` in `tree`: its trimmed stdout, if it succeeded.
+pub fn git_out(tree: &Path, args: &[&str]) -> Option<String> {
+    let o = Command::new("git")
+        .current_dir(tree)
+        .args(args)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .ok()?;
+    o.status
+        .success()
+        .then(|| String::from_utf8_lossy(&o.stdout).trim().to_string())
+}
+
 /// Builds the release board binaries and returns the directory holding them.
 pub fn build_release_binaries(packages: &[&str]) -> Result<PathBuf> {
     build_release_binaries_with(packages, &[])

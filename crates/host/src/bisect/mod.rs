@@ -82,7 +82,7 @@ pub struct BisectArgs {
     /// Or each step's trials as jobs of a LAVA lab (the job file's
     /// `${XRUNBENCH_COMMIT}` replaced by the step's commit).
     #[command(flatten)]
-    pub lava: crate::lava::submit::LavaTargetArgs,
+    pub lava: crate::run::scenario::lava::LavaTargetArgs,
     /// What the step may run on the host and where it may connect, as
     /// `bisect-run` read it at the start (default: as the baseline's
     /// run.json recorded its scenario); a commit whose scenario changes it
@@ -289,7 +289,7 @@ fn step_place(
 ) -> (PathBuf, String, String) {
     match &args.bisect_dir {
         Some(dir) => {
-            let commit = step::git_out(tree, &["rev-parse", "HEAD"]).unwrap_or_default();
+            let commit = crate::util::git_out(tree, &["rev-parse", "HEAD"]).unwrap_or_default();
             let label = args
                 .step_label
                 .clone()

@@ -49,7 +49,7 @@ use xrunbench_schema::doc::{utc_stamp, write_atomic};
 use super::deploy::{Deploy, DeployArgs};
 use super::posterior::{self, Family, Measured, SearchArgs, Series};
 use super::rule::{self, ConfirmArgs, Confirmation, Confirmer};
-use super::step::{self, git_out, short, Goal, StepRecord, StepSpec, STEP_FILE};
+use super::step::{self, short, Goal, StepRecord, StepSpec, STEP_FILE};
 use super::trust::HostHooks;
 use super::{whole, BisectArgs, Decision, Stop};
 use crate::compare::export::{exporter, Format};
@@ -58,6 +58,7 @@ use crate::compare::table::Significance;
 use crate::results::{default_results_root, LoadError, RunDir};
 use crate::run::{scenario, TargetArgs};
 use crate::signals;
+use crate::util::git_out;
 
 /// Culprit named and confirmed.
 const EXIT_CONFIRMED: u8 = 0;
@@ -126,7 +127,7 @@ pub struct BisectRunArgs {
     /// Or each step's trials as jobs of a LAVA lab (the job file's
     /// `${XRUNBENCH_COMMIT}` replaced by the step's commit).
     #[command(flatten)]
-    pub lava: crate::lava::submit::LavaTargetArgs,
+    pub lava: crate::run::scenario::lava::LavaTargetArgs,
 }
 
 /// Why the bisection ended without a culprit to report.

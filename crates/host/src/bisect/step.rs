@@ -13,8 +13,7 @@
 //! each attempt and why it failed, the trials, the decision with its
 //! p-values.
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::path::PathBuf;
 use std::time::{Instant, SystemTime};
 
 use serde::{Deserialize, Serialize};
@@ -29,6 +28,7 @@ use crate::run::scenario::{Scenario, ScenarioFile};
 use crate::run::session::{Session, SessionArgs, SetupError, TrialEnd};
 use crate::signals;
 use crate::target::hooks::{Hook, HookOutcome};
+use crate::util::git_out;
 
 /// git bisect: good.
 pub const EXIT_GOOD: u8 = 0;
@@ -86,7 +86,7 @@ pub struct StepSpec {
     /// The deployment.
     pub deploy: Deploy,
     /// A LAVA lab to run the trials on, as jobs, instead of the board.
-    pub lava: Option<crate::lava::submit::LavaTargetArgs>,
+    pub lava: Option<crate::run::scenario::lava::LavaTargetArgs>,
     /// The run directory goes to `<root>/<group>/<stamp>-<label>`.
     pub root: PathBuf,
     /// See `root`.
@@ -176,19 +176,6 @@ pub struct StepOutcome {
     pub run_dir: Option<PathBuf>,
     /// The record (also in `run_dir/step.json`).
     pub record: StepRecord,
-}
-
-/// `git ARGS` in `tree`: its trimmed stdout, if it succeeded.
-pub fn git_out(tree: &Path, args: &[&str]) -> Option<String> {
-    let o = Command::new("git")
-        .current_dir(tree)
-        .args(args)
-        .stdin(std::process::Stdio::null())
-        .output()
-        .ok()?;
-    o.status
-        .success()
-        .then(|| String::from_utf8_lossy(&o.stdout).trim().to_string())
 }
 
 /// How an attempt ended.

@@ -20,7 +20,7 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use super::deploy::DeployArgs;
-use crate::lava::submit::LavaTargetArgs;
+use crate::run::scenario::lava::LavaTargetArgs;
 use crate::run::scenario::Scenario;
 
 /// The largest job file whose contents are held to the bisection's start;

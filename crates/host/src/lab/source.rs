@@ -214,7 +214,7 @@ fn tree_of(config: &Path, package: &str, arch: Arch) -> Result<Tree> {
             make_tree(config, package, &version, arch, work)
         })?;
     }
-    let base = crate::bisect::step::git_out(&path, &["rev-parse", "lab-base"])
+    let base = crate::util::git_out(&path, &["rev-parse", "lab-base"])
         .with_context(|| format!("{}: no tag lab-base", path.display()))?;
     Ok(Tree {
         path,

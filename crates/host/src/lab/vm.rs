@@ -14,7 +14,6 @@ use super::initramfs::{self, Channel, Image, Sound};
 use super::kernel::cache_dir;
 use super::qemu::{self, Accel, Boot, BootError, Guest};
 use crate::board::arch::Arch;
-use crate::run::scenario::SshTarget;
 use crate::util::run_checked;
 
 /// `[target] vm` as a scenario writes it: `kernel` or `debian`, every
@@ -170,24 +169,6 @@ impl VmSettings {
     /// The guest's architecture.
     pub fn arch(&self) -> Arch {
         Arch::from_name(&self.arch).unwrap_or(Arch::X86_64)
-    }
-
-    /// The guest configuration `c` boots: its own kernel (and modules) if
-    /// it names one, its command-line parameters after `append`; the rest
-    /// as here.
-    pub fn for_config(&self, c: &crate::run::scenario::Config) -> VmSettings {
-        let mut vm = self.clone();
-        if let Some(kernel) = c.vm.as_ref().and_then(|own| own.kernel.clone()) {
-            vm.kernel = kernel;
-            vm.modules = c.vm.as_ref().and_then(|own| own.modules.clone());
-        }
-        if let Some(cmdline) = &c.cmdline {
-            if !vm.append.is_empty() {
-                vm.append.push(' ');
-            }
-            vm.append.push_str(cmdline);
-        }
-        vm
     }
 }
 
@@ -491,13 +472,25 @@ pub fn busybox(arch: Arch) -> Result<PathBuf> {
     Ok(bin)
 }
 
-/// A booted lab guest with its SSH board settings; QEMU ends when it is
+/// How ssh reaches a booted guest: its forwarded port on 127.0.0.1, as
+/// root, with the lab's own key, the guest's host key its only known one.
+#[derive(Debug, Clone)]
+pub struct GuestSsh {
+    /// The forwarded port on 127.0.0.1.
+    pub port: u16,
+    /// The lab's client key.
+    pub identity: PathBuf,
+    /// The file holding the guest's host key, and nothing else.
+    pub known_hosts: PathBuf,
+}
+
+/// A booted lab guest and how ssh reaches it; QEMU ends when it is
 /// dropped.
 pub struct Lab {
     /// The guest: QEMU runs as long as this is held.
     guest: Guest,
-    /// The SSH target that reaches it (port, key and known_hosts filled).
-    pub ssh: SshTarget,
+    /// How ssh reaches it.
+    pub reach: GuestSsh,
     /// Where its initramfs, console and known_hosts are.
     _dir: tempfile::TempDir,
     /// For people and `run.json`.
@@ -550,9 +543,8 @@ fn boot_limit(accel: Accel) -> Duration {
     }
 }
 
-/// Boots `vm` for the SSH target `t` (its options and timeouts kept), the
-/// board binaries of `bins` able to run there.
-pub fn boot(t: &SshTarget, vm: &VmSettings, bins: &Path) -> Result<Lab> {
+/// Boots `vm`, the board binaries of `bins` able to run there.
+pub fn boot(vm: &VmSettings, bins: &Path) -> Result<Lab> {
     let arch = vm.arch();
     let dir = tempfile::Builder::new()
         .prefix("xrunbench-lab.")
@@ -609,13 +601,11 @@ pub fn boot(t: &SshTarget, vm: &VmSettings, bins: &Path) -> Result<Lab> {
         &known_hosts,
         format!("[127.0.0.1]:{port} {}\n", key_fields.join(" ")),
     )?;
-    let mut ssh = t.clone();
-    ssh.destination = "root@127.0.0.1".into();
-    ssh.port = Some(port);
-    ssh.identity = Some(keys.client_key.clone());
-    ssh.known_hosts = Some(known_hosts);
-    // Only the lab's key: not one from the user's agent or config.
-    ssh.options.insert(0, "IdentitiesOnly=yes".into());
+    let reach = GuestSsh {
+        port,
+        identity: keys.client_key.clone(),
+        known_hosts,
+    };
     let describe = format!(
         "vm {} ({}, {} {} CPUs, {} MiB, sound {}, QEMU at {}) over ssh root@127.0.0.1 port {port}",
         vm.kernel.display(),
@@ -632,7 +622,7 @@ pub fn boot(t: &SshTarget, vm: &VmSettings, bins: &Path) -> Result<Lab> {
     );
     Ok(Lab {
         guest,
-        ssh,
+        reach,
         _dir: dir,
         describe,
         cpus: vm.cpus,

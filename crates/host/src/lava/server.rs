@@ -30,6 +30,8 @@ use serde::de::DeserializeOwned;
 use serde::Deserialize;
 use xrunbench_schema::doc::one_line;
 
+use crate::run::scenario::lava::lab_url;
+
 /// How long to wait for a TCP (and TLS) connection to the server.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long to wait for the server's answer, and then for its body.
@@ -408,38 +410,12 @@ impl fmt::Debug for Server {
     }
 }
 
-/// `url` checked and split into (base ending in `/`, origin). A URL given
-/// down to the API (`…/api/v0.2/`) is taken back to the server's.
+/// `url` checked and split into (base ending in `/`, origin).
 fn parse_base(url: &str) -> Result<(String, String), ServerError> {
-    let bad = |reason: &str| ServerError::BadUrl {
+    lab_url(url).map_err(|reason| ServerError::BadUrl {
         url: url.to_owned(),
-        reason: reason.to_owned(),
-    };
-    let lower = url.to_ascii_lowercase();
-    let scheme_len = if lower.starts_with("https://") {
-        8
-    } else if lower.starts_with("http://") {
-        7
-    } else {
-        return Err(bad("expected http://HOST[:PORT]/ or https://HOST[:PORT]/"));
-    };
-    if url.chars().any(|c| c.is_whitespace() || c.is_control()) {
-        return Err(bad("has blanks or control characters; expected a URL"));
-    }
-    if url.contains(['?', '#']) {
-        return Err(bad("has a query or fragment; expected the server's URL"));
-    }
-    let rest = &url[scheme_len..];
-    let host_end = rest.find('/').unwrap_or(rest.len());
-    if host_end == 0 {
-        return Err(bad("has no host; expected http(s)://HOST[:PORT]/"));
-    }
-    let origin = format!("{}{}", &lower[..scheme_len], &rest[..host_end]);
-    let mut path = rest[host_end..].trim_end_matches('/').to_owned();
-    if let Some(p) = path.strip_suffix("/api/v0.2") {
-        path = p.to_owned();
-    }
-    Ok((format!("{origin}{path}/"), origin))
+        reason,
+    })
 }
 
 /// `s` percent-encoded for a query value (device type names are plain
@@ -709,14 +685,6 @@ pub fn readings(status: u16, body: &str) -> Vec<(&'static str, Result<String, Se
         ),
         ("cancel", cancel),
     ]
-}
-
-/// Whether `base_url` can be a server's address (http or https, a host,
-/// nothing after its path); the reason in one line if not.
-pub fn check_base_url(base_url: &str) -> Result<(), String> {
-    parse_base(base_url.trim())
-        .map(drop)
-        .map_err(|e| e.to_string())
 }
 
 impl Server {

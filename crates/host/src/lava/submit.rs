@@ -38,11 +38,10 @@ use super::results::{parse_log, write_run, Brought};
 use super::server::{Job, JobHealth, JobState, Server, ServerError, Token};
 use crate::gate::Gate;
 use crate::run::plan::{make_plan, PlannedTrial};
+use crate::run::scenario::lava::{LavaTargetArgs, TOKEN_ENV};
 use crate::run::scenario::{Scenario, ScenarioFile};
 
 /// The environment variable holding the lab's API token when no
-/// `--lava-token-file` is given.
-pub const TOKEN_ENV: &str = "XRUNBENCH_LAVA_TOKEN";
 /// In the job file, replaced by a bisect step's commit (the deploy
 /// command puts that commit's kernel where the URL says).
 pub const COMMIT_PLACEHOLDER: &str = "${XRUNBENCH_COMMIT}";
@@ -65,36 +64,6 @@ const QUEUE_MINUTES: u64 = 120;
 /// Minutes of the lab's deploy and boot when the job file gives no job
 /// timeout.
 const BOOT_MINUTES: u64 = 10;
-
-/// `--lava` and its options, on `run`.
-#[derive(clap::Args, Debug, Clone, Default)]
-pub struct LavaTargetArgs {
-    /// Run the trials as jobs of this LAVA server (`https://lava.example/`).
-    #[arg(long, value_name = "URL", requires = "lava_job")]
-    pub lava: Option<String>,
-    /// The lab's part of every job (YAML): `device_type`, `tags`,
-    /// `context`, the `deploy` and `boot` actions; its boot's `prompts`
-    /// are the shell prompt the trials are typed at.
-    #[arg(long, value_name = "FILE", requires = "lava")]
-    pub lava_job: Option<PathBuf>,
-    /// How many jobs (devices) the trials are shared among, at once.
-    #[arg(long, value_name = "N", default_value_t = 1, requires = "lava")]
-    pub lava_devices: usize,
-    /// A file holding the API token (else $XRUNBENCH_LAVA_TOKEN).
-    #[arg(long, value_name = "FILE", requires = "lava")]
-    pub lava_token_file: Option<PathBuf>,
-}
-
-impl LavaTargetArgs {
-    /// The lab a command runs on: the command line's `--lava …`, else the
-    /// scenario's `[target] lava`; `None`: no lab.
-    pub fn or_scenario(&self, s: &Scenario) -> Option<LavaTargetArgs> {
-        match &self.lava {
-            Some(_) => Some(self.clone()),
-            None => s.lava.as_ref().map(|l| l.lab.clone()),
-        }
-    }
-}
 
 /// One share of the trials: the job that runs it, and its tries.
 struct Share {

@@ -76,7 +76,7 @@ pub struct RunArgs {
     pub target: TargetArgs,
     /// Or a LAVA lab to run on.
     #[command(flatten)]
-    pub lava: crate::lava::submit::LavaTargetArgs,
+    pub lava: crate::run::scenario::lava::LavaTargetArgs,
 }
 
 /// Where the trials run, from the command line: a board over SSH.
@@ -139,7 +139,7 @@ impl TargetArgs {
             );
         };
         for o in &self.ssh_options {
-            crate::target::ssh::check_option(o).map_err(|m| format!("--ssh-option {m}"))?;
+            scenario::check_option(o).map_err(|m| format!("--ssh-option {m}"))?;
         }
         let mut options = self.ssh_options.clone();
         options.append(&mut t.options);

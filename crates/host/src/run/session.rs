@@ -148,7 +148,7 @@ pub fn guests_of(s: &Scenario, vm: &VmSettings) -> (Vec<VmSettings>, BTreeMap<St
     let mut guests: Vec<VmSettings> = Vec::new();
     let mut of_config = BTreeMap::new();
     for c in &s.configs {
-        let g = vm.for_config(c);
+        let g = c.vm_of(vm);
         let i = match guests.iter().position(|x| *x == g) {
             Some(i) => i,
             None => {
@@ -167,11 +167,11 @@ pub fn guests_of(s: &Scenario, vm: &VmSettings) -> (Vec<VmSettings>, BTreeMap<St
 /// Guest `vm` booted for the board `t`, connected, the binaries of `dir`
 /// on it.
 fn lab_board(t: &SshTarget, vm: &VmSettings, dir: &Path) -> Result<Ssh> {
-    let lab = crate::lab::vm::boot(t, vm, dir)?;
+    let lab = crate::lab::vm::boot(vm, dir)?;
     crate::say!(": connecting to {}", lab.describe);
     // A guest that booted but whose sshd does not answer: what its
     // console said last is the likeliest why.
-    let mut ssh = Ssh::connect(&lab.ssh).map_err(|e| {
+    let mut ssh = Ssh::connect(&t.to_guest(&lab.reach)).map_err(|e| {
         anyhow::anyhow!(
             "{e:#}; the guest's console's last lines: {}",
             lab.console_tail(6)

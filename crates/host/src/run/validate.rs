@@ -104,7 +104,7 @@ pub fn boot_checks(s: &Scenario, on_lava: bool) -> Vec<String> {
             ));
             continue;
         };
-        let guest = vm.for_config(c);
+        let guest = c.vm_of(vm);
         if let Some(own) = c.vm.as_ref().and_then(|v| v.kernel.as_ref()) {
             match crate::lab::vm::image_arch(own) {
                 Some(a) if a != vm.arch() => out.push(format!(

@@ -57,57 +57,6 @@ pub const HOOK_LOG: &str = "hooks.log";
 /// restore its knobs and exit after SIGTERM before it is killed, s.
 const ORPHAN_GRACE_S: u32 = 20;
 
-/// ssh_config options a scenario may not set: ours (the control
-/// connection, no prompts, a command per session) and those that would
-/// turn host-key checking off.
-const RESERVED: [&str; 10] = [
-    "batchmode",
-    "controlmaster",
-    "controlpath",
-    "controlpersist",
-    "stricthostkeychecking",
-    "remotecommand",
-    "requesttty",
-    "sessiontype",
-    "stdinnull",
-    "forkafterauthentication",
-];
-
-/// Checks one `Key=Value` ssh_config option from a scenario or the
-/// command line: well-formed, not one we set ourselves, not one that
-/// turns host-key checking off.
-pub fn check_option(option: &str) -> Result<(), String> {
-    let Some((key, value)) = option.split_once('=') else {
-        return Err(format!(
-            "`{option}` is not an ssh option like ServerAliveInterval=1"
-        ));
-    };
-    let (key, value) = (key.trim(), value.trim());
-    if key.is_empty() || !key.chars().all(|c| c.is_ascii_alphanumeric()) {
-        return Err(format!("`{option}`: `{key}` is not an ssh_config keyword"));
-    }
-    if value.is_empty() || value.chars().any(char::is_control) {
-        return Err(format!("`{option}`: the value must be one non-empty line"));
-    }
-    let lower = key.to_ascii_lowercase();
-    if lower == "stricthostkeychecking" {
-        return Err(format!(
-            "`{option}`: host keys are always checked (StrictHostKeyChecking=yes)"
-        ));
-    }
-    if RESERVED.contains(&lower.as_str()) {
-        return Err(format!("`{option}`: xrunbench sets {key} itself"));
-    }
-    if (lower == "userknownhostsfile" || lower == "globalknownhostsfile")
-        && value.split_whitespace().any(|v| v == "/dev/null")
-    {
-        return Err(format!(
-            "`{option}`: /dev/null would accept any host key: host keys are always checked"
-        ));
-    }
-    Ok(())
-}
-
 /// `'text'` for a POSIX shell: the only way a path reaches the board's
 /// shell.
 pub fn quote(text: &str) -> String {
@@ -231,7 +180,7 @@ impl Ssh {
             options.push(path_option("UserKnownHostsFile", k)?);
         }
         for o in &settings.options {
-            check_option(o).map_err(|m| anyhow!("ssh option {m}"))?;
+            crate::run::scenario::check_option(o).map_err(|m| anyhow!("ssh option {m}"))?;
             options.push(o.clone());
         }
         let view = ssh_view(&options, &settings.destination)?;
@@ -1152,32 +1101,6 @@ fn hex(bytes: &[u8]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn options_that_weaken_host_keys_or_take_ours_are_refused() {
-        for bad in [
-            "StrictHostKeyChecking=no",
-            "stricthostkeychecking=accept-new",
-            "UserKnownHostsFile=/dev/null",
-            "GlobalKnownHostsFile=/etc/x /dev/null",
-            "ControlPath=/tmp/x",
-            "BatchMode=no",
-            "RemoteCommand=sh",
-            "Port",
-            "Po rt=2",
-            "Port=",
-            "Port=2\nProxyCommand=x",
-        ] {
-            assert!(check_option(bad).is_err(), "{bad}");
-        }
-        for good in [
-            "ServerAliveInterval=1",
-            "ProxyJump=gw.lab",
-            "UserKnownHostsFile=~/.ssh/lab_hosts",
-        ] {
-            assert_eq!(check_option(good), Ok(()), "{good}");
-        }
-    }
 
     #[test]
     fn quoting_keeps_every_byte_one_word() {

@@ -13,6 +13,7 @@ pub use xrunbench_schema::trial::KnobSpec;
 
 mod file;
 pub mod gate;
+pub mod lava;
 mod resolve;
 mod target;
 
@@ -374,12 +375,12 @@ mod tests {
         );
         assert_eq!((l.deploy.as_deref(), l.retries), (Some("./publish.sh"), 1));
         // The command line's lab wins; without one, the scenario's is used.
-        let none = crate::lava::submit::LavaTargetArgs::default();
+        let none = lava::LavaTargetArgs::default();
         assert_eq!(
             none.or_scenario(&s).unwrap().lava.as_deref(),
             Some("https://lava.example.org/")
         );
-        let cli = crate::lava::submit::LavaTargetArgs {
+        let cli = lava::LavaTargetArgs {
             lava: Some("http://127.0.0.1:8000/".into()),
             ..Default::default()
         };

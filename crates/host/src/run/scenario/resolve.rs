@@ -156,6 +156,27 @@ pub struct ScenarioFingerprint {
     pub vm: Option<ConfigVmSpec>,
 }
 
+impl Config {
+    /// The guest this configuration boots on the run's `target` guest: its
+    /// own kernel (and modules) if it names one, its command-line
+    /// parameters after `append`; the rest as `target`'s.
+    pub fn vm_of(&self, target: &crate::lab::vm::VmSettings) -> crate::lab::vm::VmSettings {
+        let c = self;
+        let mut vm = target.clone();
+        if let Some(kernel) = c.vm.as_ref().and_then(|own| own.kernel.clone()) {
+            vm.kernel = kernel;
+            vm.modules = c.vm.as_ref().and_then(|own| own.modules.clone());
+        }
+        if let Some(cmdline) = &c.cmdline {
+            if !vm.append.is_empty() {
+                vm.append.push(' ');
+            }
+            vm.append.push_str(cmdline);
+        }
+        vm
+    }
+}
+
 impl Scenario {
     /// A scenario with no configurations, only defaults and `target`: what
     /// `restore`, `board check` and `--target` alone work from. `path`

@@ -65,6 +65,22 @@ pub struct SshTarget {
     pub vm: Option<crate::lab::vm::VmSettings>,
 }
 
+impl SshTarget {
+    /// This board's settings (options and timeouts kept) pointed at a
+    /// booted lab guest: root on 127.0.0.1 at the guest's port, with the
+    /// lab's key and the guest's host key.
+    pub fn to_guest(&self, reach: &crate::lab::vm::GuestSsh) -> SshTarget {
+        let mut ssh = self.clone();
+        ssh.destination = "root@127.0.0.1".into();
+        ssh.port = Some(reach.port);
+        ssh.identity = Some(reach.identity.clone());
+        ssh.known_hosts = Some(reach.known_hosts.clone());
+        // Only the lab's key: not one from the user's agent or config.
+        ssh.options.insert(0, "IdentitiesOnly=yes".into());
+        ssh
+    }
+}
+
 fn default_boot_timeout() -> Span {
     DEFAULT_BOOT_TIMEOUT
 }
@@ -155,7 +171,7 @@ pub fn check_destination(d: &str) -> Result<(), String> {
 #[derive(Debug, Clone)]
 pub struct LavaTarget {
     /// The server, the job file, devices, the token file.
-    pub lab: crate::lava::submit::LavaTargetArgs,
+    pub lab: crate::run::scenario::lava::LavaTargetArgs,
     /// `deploy`, if given.
     pub deploy: Option<String>,
     /// `expect_kernel`, if given.
@@ -197,11 +213,11 @@ pub(super) fn resolve_lava(
             format!(
                 "a token is never written in the scenario (it is copied into every run \
                  directory): put it in a file named by `token_file`, or in ${}",
-                crate::lava::submit::TOKEN_ENV
+                crate::run::scenario::lava::TOKEN_ENV
             ),
         ));
     }
-    crate::lava::server::check_base_url(&l.url).map_err(|m| ("lava.url", m))?;
+    crate::run::scenario::lava::check_base_url(&l.url).map_err(|m| ("lava.url", m))?;
     let job = host_file(&l.job, base_dir).map_err(|m| ("lava.job", m))?;
     let token_file = l
         .token_file
@@ -215,7 +231,7 @@ pub(super) fn resolve_lava(
     }
     check_step_keys(t)?;
     Ok(LavaTarget {
-        lab: crate::lava::submit::LavaTargetArgs {
+        lab: crate::run::scenario::lava::LavaTargetArgs {
             lava: Some(l.url.trim().to_string()),
             lava_job: Some(job),
             lava_devices: devices,
@@ -341,7 +357,7 @@ fn apply_connection_keys(
         ));
     }
     for o in &t.options {
-        crate::target::ssh::check_option(o).map_err(|m| ("options", m))?;
+        check_option(o).map_err(|m| ("options", m))?;
     }
     out.options = t.options.clone();
     if let Some(w) = &t.workdir {
@@ -445,4 +461,86 @@ pub fn check_workdir(w: &str) -> Result<(), String> {
         ));
     }
     Ok(())
+}
+
+/// ssh_config options a scenario may not set: ours (the control
+/// connection, no prompts, a command per session) and those that would
+/// turn host-key checking off.
+const RESERVED: [&str; 10] = [
+    "batchmode",
+    "controlmaster",
+    "controlpath",
+    "controlpersist",
+    "stricthostkeychecking",
+    "remotecommand",
+    "requesttty",
+    "sessiontype",
+    "stdinnull",
+    "forkafterauthentication",
+];
+
+/// Checks one `Key=Value` ssh_config option from a scenario or the
+/// command line: well-formed, not one we set ourselves, not one that
+/// turns host-key checking off.
+pub fn check_option(option: &str) -> Result<(), String> {
+    let Some((key, value)) = option.split_once('=') else {
+        return Err(format!(
+            "`{option}` is not an ssh option like ServerAliveInterval=1"
+        ));
+    };
+    let (key, value) = (key.trim(), value.trim());
+    if key.is_empty() || !key.chars().all(|c| c.is_ascii_alphanumeric()) {
+        return Err(format!("`{option}`: `{key}` is not an ssh_config keyword"));
+    }
+    if value.is_empty() || value.chars().any(char::is_control) {
+        return Err(format!("`{option}`: the value must be one non-empty line"));
+    }
+    let lower = key.to_ascii_lowercase();
+    if lower == "stricthostkeychecking" {
+        return Err(format!(
+            "`{option}`: host keys are always checked (StrictHostKeyChecking=yes)"
+        ));
+    }
+    if RESERVED.contains(&lower.as_str()) {
+        return Err(format!("`{option}`: xrunbench sets {key} itself"));
+    }
+    if (lower == "userknownhostsfile" || lower == "globalknownhostsfile")
+        && value.split_whitespace().any(|v| v == "/dev/null")
+    {
+        return Err(format!(
+            "`{option}`: /dev/null would accept any host key: host keys are always checked"
+        ));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn options_that_weaken_host_keys_or_take_ours_are_refused() {
+        for bad in [
+            "StrictHostKeyChecking=no",
+            "stricthostkeychecking=accept-new",
+            "UserKnownHostsFile=/dev/null",
+            "GlobalKnownHostsFile=/etc/x /dev/null",
+            "ControlPath=/tmp/x",
+            "BatchMode=no",
+            "RemoteCommand=sh",
+            "Port",
+            "Po rt=2",
+            "Port=",
+            "Port=2\nProxyCommand=x",
+        ] {
+            assert!(check_option(bad).is_err(), "{bad}");
+        }
+        for good in [
+            "ServerAliveInterval=1",
+            "ProxyJump=gw.lab",
+            "UserKnownHostsFile=~/.ssh/lab_hosts",
+        ] {
+            assert_eq!(check_option(good), Ok(()), "{good}");
+        }
+    }
 }
