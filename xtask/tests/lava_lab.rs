@@ -32,7 +32,7 @@ use support::{
 };
 
 use xrunbench_host::board::arch::Arch;
-use xrunbench_host::lab::initramfs::{self, Sound, CONSOLE_PROMPT};
+use xrunbench_host::lab::initramfs::{Sound, CONSOLE_PROMPT};
 use xrunbench_host::lab::kernel;
 use xrunbench_host::lava::server::{JobState, Server, ServerError, Token};
 use xrunbench_test_support::lava_lab::{LabDevice, LavaLab, TOKEN};
@@ -59,8 +59,15 @@ fn guest_with(
     static KERNEL: OnceLock<kernel::Kernel> = OnceLock::new();
     let k = KERNEL.get_or_init(|| kernel::debian(Arch::X86_64, false).expect("Debian's kernel"));
     let initrd = dir.join(name);
-    initramfs::console_image(Arch::X86_64, &k.modules, Sound::Dummy, bins, extra, &initrd)
-        .expect("initramfs");
+    xrunbench_host::lab::vm::console_image(
+        Arch::X86_64,
+        &k.modules,
+        Sound::Dummy,
+        bins,
+        extra,
+        &initrd,
+    )
+    .expect("initramfs");
     (k.image.clone(), initrd)
 }
 
@@ -969,7 +976,7 @@ fn an_arm64_qemu_device_runs_a_scenario_on_debian_s_arm64_kernel(fixture: &Fixtu
     let bins = cross_board_binaries("aarch64", dir.path());
     let kernel = kernel::debian(Arch::Aarch64, false).expect("Debian's arm64 kernel");
     let initrd = dir.path().join("initramfs-arm64.cpio");
-    initramfs::console_image(
+    xrunbench_host::lab::vm::console_image(
         Arch::Aarch64,
         &kernel.modules,
         Sound::Aloop,

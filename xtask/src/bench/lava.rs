@@ -13,8 +13,9 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 use xrunbench_host::board::arch::Arch;
-use xrunbench_host::lab::initramfs::{console_image, Sound, CONSOLE_PROMPT};
+use xrunbench_host::lab::initramfs::{Sound, CONSOLE_PROMPT};
 use xrunbench_host::lab::kernel;
+use xrunbench_host::lab::vm::console_image;
 use xrunbench_test_support::lava_lab::{LabDevice, LavaLab, TOKEN};
 
 /// Arguments of `cargo xtask bench lava`.

@@ -473,50 +473,6 @@ pub fn board_binaries(bins: &Path) -> impl Iterator<Item = PathBuf> + '_ {
     BINARIES.iter().map(|b| bins.join(b.name))
 }
 
-/// Writes to `out` the console initramfs of the VM lab for `arch`: the
-/// `sound` driver's modules from `modules` (a kernel's module tree), the
-/// board binaries of `bins` and `extra` files (host path, guest path),
-/// with the shared libraries of every ELF among them (for a guest of
-/// another architecture, its userland's libraries), and a shell on the
-/// console at [`CONSOLE_PROMPT`]: what a board farm's QEMU device boots
-/// (LAVA types the trials at that prompt).
-pub fn console_image(
-    arch: Arch,
-    modules: &Path,
-    sound: Sound,
-    bins: &Path,
-    extra: Vec<(PathBuf, PathBuf)>,
-    out: &Path,
-) -> Result<()> {
-    let mut libraries = Vec::new();
-    if arch.is_cross() {
-        // The board binaries' libraries, of the guest's architecture.
-        libraries.extend(super::userland::Userland::ensure(arch)?.libraries()?);
-    } else {
-        for p in board_binaries(bins).chain(extra.iter().map(|(from, _)| from.clone())) {
-            let head = fs::read(&p).with_context(|| format!("reading {}", p.display()))?;
-            // A script (a wrapper) has no libraries of its own.
-            if head.starts_with(b"\x7fELF") {
-                libraries.extend(host_libraries(&p)?);
-            }
-        }
-    }
-    libraries.extend(extra);
-    libraries.sort();
-    libraries.dedup();
-    Image {
-        arch,
-        busybox: &super::vm::busybox(arch)?,
-        modules: load_order(modules, sound.modules())?,
-        sound,
-        libraries,
-        channel: Channel::Console {
-            bins: bins.to_path_buf(),
-        },
-    }
-    .write(out)
-}
-
 /// The console channel's prompt: a word of our own, so that a board
 /// farm's pattern cannot match the kernel's or busybox's output by chance.
 pub const CONSOLE_PROMPT: &str = "xrunbench-lab# ";

@@ -13,6 +13,7 @@ use serde::{Deserialize, Serialize};
 use super::initramfs::{self, Channel, Image, Sound};
 use super::kernel::cache_dir;
 use super::qemu::{self, Accel, Boot, BootError, Guest};
+use super::userland::Userland;
 use crate::board::arch::Arch;
 use crate::util::run_checked;
 
@@ -484,6 +485,50 @@ pub struct GuestSsh {
     pub known_hosts: PathBuf,
 }
 
+/// Writes to `out` the console initramfs of the VM lab for `arch`: the
+/// `sound` driver's modules from `modules` (a kernel's module tree), the
+/// board binaries of `bins` and `extra` files (host path, guest path),
+/// with the shared libraries of every ELF among them (for a guest of
+/// another architecture, its userland's libraries), and a shell on the
+/// console at [`initramfs::CONSOLE_PROMPT`]: what a board farm's QEMU device boots
+/// (LAVA types the trials at that prompt).
+pub fn console_image(
+    arch: Arch,
+    modules: &Path,
+    sound: Sound,
+    bins: &Path,
+    extra: Vec<(PathBuf, PathBuf)>,
+    out: &Path,
+) -> Result<()> {
+    let mut libraries = Vec::new();
+    if arch.is_cross() {
+        // The board binaries' libraries, of the guest's architecture.
+        libraries.extend(Userland::ensure(arch)?.libraries()?);
+    } else {
+        for p in initramfs::board_binaries(bins).chain(extra.iter().map(|(from, _)| from.clone())) {
+            let head = std::fs::read(&p).with_context(|| format!("reading {}", p.display()))?;
+            // A script (a wrapper) has no libraries of its own.
+            if head.starts_with(b"\x7fELF") {
+                libraries.extend(initramfs::host_libraries(&p)?);
+            }
+        }
+    }
+    libraries.extend(extra);
+    libraries.sort();
+    libraries.dedup();
+    Image {
+        arch,
+        busybox: &busybox(arch)?,
+        modules: initramfs::load_order(modules, sound.modules())?,
+        sound,
+        libraries,
+        channel: Channel::Console {
+            bins: bins.to_path_buf(),
+        },
+    }
+    .write(out)
+}
+
 /// A booted lab guest and how ssh reaches it; QEMU ends when it is
 /// dropped.
 pub struct Lab {
@@ -635,7 +680,7 @@ pub fn boot(vm: &VmSettings, bins: &Path) -> Result<Lab> {
 /// [`super::userland`]).
 fn userland(arch: Arch, bins: &Path) -> Result<(PathBuf, Vec<(PathBuf, PathBuf)>)> {
     if arch.is_cross() {
-        let u = super::userland::Userland::ensure(arch)?;
+        let u = Userland::ensure(arch)?;
         return Ok((u.sshd(), u.files()?));
     }
     let sshd = PathBuf::from(initramfs::SSHD);
