@@ -581,20 +581,27 @@ pub const LAB_SOURCE: Needs = Needs {
     ]],
 };
 
-/// What `run` and `bisect` need: with `--bin-dir` nothing is built; on a
-/// board (`target`), ssh and not the player's runtime; on the VM lab,
+/// Where a run's trials run, as far as what it installs goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RunsOn {
+    /// This machine.
+    ThisMachine,
+    /// A board over SSH.
+    Board,
+    /// A guest of the VM lab, over SSH.
+    LabGuest,
+}
+
+/// What `run` and `bisect` need: with `--bin-dir` (`prebuilt`) nothing is
+/// built; on a board, ssh and not the player's runtime; on the VM lab,
 /// QEMU too.
-pub fn for_run(
-    bin_dir_given: bool,
-    target: Option<&crate::run::scenario::SshTarget>,
-) -> &'static Needs {
-    let vm = target.is_some_and(|t| t.vm.is_some());
-    match (bin_dir_given, target.is_some(), vm) {
-        (_, _, true) => &RUN_VM,
-        (false, false, _) => &RUN,
-        (true, false, _) => &RUN_PREBUILT,
-        (false, true, _) => &RUN_SSH,
-        (true, true, _) => &RUN_SSH_PREBUILT,
+pub fn for_run(prebuilt: bool, on: RunsOn) -> &'static Needs {
+    match (prebuilt, on) {
+        (_, RunsOn::LabGuest) => &RUN_VM,
+        (false, RunsOn::ThisMachine) => &RUN,
+        (true, RunsOn::ThisMachine) => &RUN_PREBUILT,
+        (false, RunsOn::Board) => &RUN_SSH,
+        (true, RunsOn::Board) => &RUN_SSH_PREBUILT,
     }
 }
 
@@ -938,18 +945,12 @@ mod tests {
             RUN_SSH_PREBUILT.package_names(),
             ["openssh-client", "util-linux", "coreutils", "dash"]
         );
-        let board = crate::run::scenario::SshTarget::with_defaults(
-            "root@rpi4",
-            crate::run::units::Span::from_secs(1),
-            crate::run::units::Span::from_secs(1),
-        )
-        .unwrap();
         assert_eq!(
-            for_run(true, Some(&board)).command,
+            for_run(true, RunsOn::Board).command,
             RUN_SSH_PREBUILT.command
         );
-        assert_eq!(for_run(false, Some(&board)).command, RUN_SSH.command);
-        assert_eq!(for_run(false, None).command, RUN.command);
+        assert_eq!(for_run(false, RunsOn::Board).command, RUN_SSH.command);
+        assert_eq!(for_run(false, RunsOn::ThisMachine).command, RUN.command);
     }
 
     /// Whatever architectures and options `board build` is given, it

@@ -191,7 +191,7 @@ fn step_outcome(args: &BisectArgs) -> Result<step::StepOutcome, Stop> {
     // commit alike: abort rather than skip.
     crate::deps::ensure(crate::deps::for_run(
         args.bins.bin_dir.is_some(),
-        scenario.target.as_ref(),
+        scenario.runs_on(),
     ))
     .map_err(|e| abort(e.to_string()))?;
     let resolution = args

@@ -361,7 +361,7 @@ fn prepare(args: &BisectRunArgs) -> Result<Bisection<'_>, String> {
     };
     crate::deps::ensure(crate::deps::for_run(
         args.bins.bin_dir.is_some(),
-        s.target.as_ref(),
+        s.runs_on(),
     ))
     .map_err(|e| e.to_string())?;
     let root = args

@@ -69,7 +69,7 @@ pub fn run(args: &CheckArgs) -> Result<ExitCode> {
     }
     if let Err(e) = crate::deps::ensure(crate::deps::for_run(
         args.bins.bin_dir.is_some(),
-        s.target.as_ref(),
+        s.runs_on(),
     )) {
         return Ok(e.report());
     }

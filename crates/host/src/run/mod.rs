@@ -184,7 +184,7 @@ pub fn restore(args: &RestoreArgs) -> Result<ExitCode> {
     let mut s = Scenario::without_configs("restore", board);
     if let Err(e) = crate::deps::ensure(crate::deps::for_run(
         args.bins.bin_dir.is_some(),
-        s.target.as_ref(),
+        s.runs_on(),
     )) {
         return Ok(e.report());
     }
@@ -235,7 +235,6 @@ pub fn run(args: &RunArgs) -> Result<ExitCode> {
         .first()
         .map(|c| c.name.clone())
         .unwrap_or_default();
-    let on_board = scenario.target.clone();
     let results_root = args
         .results_dir
         .clone()
@@ -251,7 +250,7 @@ pub fn run(args: &RunArgs) -> Result<ExitCode> {
     // needs the build prerequisites; the scenario itself was checked above.
     if let Err(e) = crate::deps::ensure(crate::deps::for_run(
         args.bins.bin_dir.is_some(),
-        on_board.as_ref(),
+        scenario.runs_on(),
     )) {
         return Ok(e.report());
     }

@@ -178,6 +178,15 @@ impl Config {
 }
 
 impl Scenario {
+    /// Where its trials run, as far as what a run installs goes.
+    pub fn runs_on(&self) -> crate::deps::RunsOn {
+        match &self.target {
+            None => crate::deps::RunsOn::ThisMachine,
+            Some(t) if t.vm.is_some() => crate::deps::RunsOn::LabGuest,
+            Some(_) => crate::deps::RunsOn::Board,
+        }
+    }
+
     /// A scenario with no configurations, only defaults and `target`: what
     /// `restore`, `board check` and `--target` alone work from. `path`
     /// names where it came from in messages.
