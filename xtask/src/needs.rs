@@ -1,12 +1,12 @@
 //! What the automation installs (`cargo xtask lint`, `test`, `bench …`)
-//! and what it starts, in the product's terms (`xrunbench_host::deps`:
+//! and what it starts, in the product's terms (`xrunbench_lab::deps`:
 //! packages in groups, a command's [`Needs`]); and the tests that tie every
 //! command's list, the product's and the automation's, to the programs
 //! each one starts and to the code that starts them. They live here
 //! because only the workspace's automation sees all three: the product's
 //! lists, the test fixtures' servers and board, and every source file.
 
-use xrunbench_host::deps::{
+use xrunbench_lab::deps::{
     started, Needs, APLAY, BASE, BOARD_SYSROOT, BUILD, CPAL_HOSTS, CPIO, CROSS_AARCH64,
     CROSS_ARMV7, GIT, JACK_PCM, JUNIT_VALIDATOR, KERNEL_BUILD, LAB, LAB_GUEST_PROGRAMS,
     LAVA_DISPATCHER, LAVA_LAB, PIPEWIRE, PULSEAUDIO, PYTHON, QEMU_USER, RT_TESTS, SSH_CLIENT,
@@ -137,8 +137,8 @@ mod tests {
     use std::path::{Path, PathBuf};
     use std::process::Command;
 
-    use xrunbench_host::board::arch::Arch;
-    use xrunbench_host::deps::{
+    use xrunbench_lab::board::arch::Arch;
+    use xrunbench_lab::deps::{
         for_board_build, BOARD_BUILD, LAB_SOURCE, RUN, RUN_PREBUILT, RUN_SSH, RUN_SSH_PREBUILT,
         RUN_VM,
     };
@@ -441,7 +441,7 @@ mod tests {
 
     #[test]
     fn every_program_spawned_by_name_is_in_its_commands_table() {
-        let root = xrunbench_host::util::workspace_root();
+        let root = xrunbench_lab::util::workspace_root();
         let mut files = Vec::new();
         rust_files(&root.join("crates"), &mut files);
         rust_files(&root.join("xtask"), &mut files);

@@ -9,9 +9,9 @@ use std::process::ExitCode;
 
 use anyhow::{bail, Context, Result};
 
-use xrunbench_host::board::{self, arch::Arch, build::Request, elf::GlibcVersion, qemu};
-use xrunbench_host::deps;
-use xrunbench_host::util::{cargo, run_checked};
+use xrunbench_lab::board::{self, arch::Arch, build::Request, elf::GlibcVersion, qemu};
+use xrunbench_lab::deps;
+use xrunbench_lab::util::{cargo, run_checked};
 use xrunbench_test_support::skip;
 
 use crate::session_dirs::SessionDirs;
@@ -240,7 +240,7 @@ fn run_lanes(
         // As `cargo_test` built them: what they build in turn matches.
         cmd.env("CARGO_PROFILE_DEV_OPT_LEVEL", "1");
     };
-    let log = xrunbench_host::util::target_dir().join("xrunbench-guest-lane.log");
+    let log = xrunbench_lab::util::target_dir().join("xrunbench-guest-lane.log");
     let _ = std::fs::remove_file(&log);
     // The other tests' real-time threads (sound servers at FIFO 90,
     // stall hogs, players at FIFO 80) preempt QEMU whatever its nice
@@ -265,7 +265,7 @@ fn run_lanes(
         failed
     };
     let mut failed = Vec::new();
-    if xrunbench_host::util::is_root() {
+    if xrunbench_lab::util::is_root() {
         eprintln!(
             "xtask test: {} running beside the other tests (log: {})",
             GUEST_TESTS.join(", "),
@@ -434,7 +434,7 @@ fn kernel_trees_ahead() -> Result<Ahead> {
         &format!("/proc/{}/exe", std::process::id()),
     ])
     .args(BISECTED_ARCHES);
-    let log = xrunbench_host::lab::kernel::cache_dir().join("source-ahead.log");
+    let log = xrunbench_lab::lab::kernel::cache_dir().join("source-ahead.log");
     Ok(Ahead::start(
         "making and building the lab's kernel trees",
         cmd,
@@ -542,14 +542,14 @@ struct SkipLog {
 impl SkipLog {
     /// A fresh, empty log under the target directory.
     fn start() -> Result<SkipLog> {
-        let path = xrunbench_host::util::target_dir().join("xrunbench-skips.log");
+        let path = xrunbench_lab::util::target_dir().join("xrunbench-skips.log");
         match std::fs::remove_file(&path) {
             Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
                 return Err(e).with_context(|| format!("removing {}", path.display()))
             }
             _ => {}
         }
-        let forbidden = xrunbench_host::util::is_root() || skip::skipping_forbidden();
+        let forbidden = xrunbench_lab::util::is_root() || skip::skipping_forbidden();
         Ok(SkipLog { path, forbidden })
     }
 
@@ -680,11 +680,11 @@ fn board_stage(arches: &[Arch], stage: Stage) -> Result<Vec<String>> {
             ));
             failed.extend(outcome(
                 &format!("{arch} Debian's kernel fetched"),
-                xrunbench_host::lab::kernel::debian(arch, false).map(drop),
+                xrunbench_lab::lab::kernel::debian(arch, false).map(drop),
             ));
             failed.extend(outcome(
                 &format!("{arch} guest's sshd and libraries fetched"),
-                xrunbench_host::lab::userland::Userland::ensure(arch).map(drop),
+                xrunbench_lab::lab::userland::Userland::ensure(arch).map(drop),
             ));
             continue;
         }
@@ -751,7 +751,7 @@ sched_features = ["NO_NEXT_BUDDY"]
 /// played. The records must name the guest's architecture and kernel.
 fn arm_board_run(built: &board::build::Built, scratch: &std::path::Path) -> Result<()> {
     use xrunbench_schema::trial::TrialOutcome;
-    let kernel = xrunbench_host::lab::kernel::debian(built.arch, false)?;
+    let kernel = xrunbench_lab::lab::kernel::debian(built.arch, false)?;
     let dir = scratch.join(format!("arm-board-{}", built.arch));
     std::fs::create_dir_all(&dir)?;
     let scenario = dir.join("arm-board.toml");

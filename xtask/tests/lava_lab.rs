@@ -31,10 +31,10 @@ use support::{
     cross_board_binaries, find_named, git, stopped_player_script, write_script, xtask, ScenarioText,
 };
 
-use xrunbench_host::board::arch::Arch;
-use xrunbench_host::lab::initramfs::{Sound, CONSOLE_PROMPT};
-use xrunbench_host::lab::kernel;
 use xrunbench_host::lava::server::{JobState, Server, ServerError, Token};
+use xrunbench_lab::board::arch::Arch;
+use xrunbench_lab::lab::initramfs::{Sound, CONSOLE_PROMPT};
+use xrunbench_lab::lab::kernel;
 use xrunbench_test_support::lava_lab::{LabDevice, LavaLab, TOKEN};
 use xrunbench_test_support::testboard::TestBoard;
 
@@ -59,7 +59,7 @@ fn guest_with(
     static KERNEL: OnceLock<kernel::Kernel> = OnceLock::new();
     let k = KERNEL.get_or_init(|| kernel::debian(Arch::X86_64, false).expect("Debian's kernel"));
     let initrd = dir.join(name);
-    xrunbench_host::lab::vm::console_image(
+    xrunbench_lab::lab::vm::console_image(
         Arch::X86_64,
         &k.modules,
         Sound::Dummy,
@@ -976,7 +976,7 @@ fn an_arm64_qemu_device_runs_a_scenario_on_debian_s_arm64_kernel(fixture: &Fixtu
     let bins = cross_board_binaries("aarch64", dir.path());
     let kernel = kernel::debian(Arch::Aarch64, false).expect("Debian's arm64 kernel");
     let initrd = dir.path().join("initramfs-arm64.cpio");
-    xrunbench_host::lab::vm::console_image(
+    xrunbench_lab::lab::vm::console_image(
         Arch::Aarch64,
         &kernel.modules,
         Sound::Aloop,

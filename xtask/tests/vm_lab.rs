@@ -195,7 +195,7 @@ fn guest_ssh(tag: &str, dir: &Path, script: &str) -> Output {
         .nth(1)
         .and_then(|r| r.split(",server").next())
         .unwrap_or_else(|| panic!("no monitor socket in {line}"));
-    let port = xrunbench_host::lab::qmp::Qmp::connect(Path::new(monitor), || None)
+    let port = xrunbench_lab::lab::qmp::Qmp::connect(Path::new(monitor), || None)
         .and_then(|mut q| q.forwarded_port(22))
         .unwrap_or_else(|e| panic!("no forward from {monitor}: {e:#}"));
     let keys = xrunbench_test_support::boards::target_dir().join("xrunbench-cache/lab/keys");

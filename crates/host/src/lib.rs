@@ -12,23 +12,20 @@
 pub mod bisect;
 pub mod board;
 pub mod compare;
-pub mod deps;
 pub mod gate;
 pub mod junit;
-pub mod lab;
 pub mod lava;
 pub mod plot;
 pub mod results;
 pub mod run;
-pub mod signals;
 pub mod stats;
 pub mod target;
-pub mod util;
 
 use std::process::ExitCode;
 
 use anyhow::Result;
 use clap::Parser;
+use xrunbench_lab::{lab, say, util};
 
 /// The product's verbs, shared by `xrunbench` and `cargo xtask`.
 #[derive(clap::Subcommand)]

@@ -22,7 +22,7 @@ use std::time::Instant;
 use anyhow::{bail, Context, Result};
 
 use super::stats::{median, median_interval, paired_ratios, wait_with_cost, Interval, Verdict};
-use xrunbench_host::util;
+use xrunbench_lab::util;
 use xrunbench_trial::fingerprint;
 
 /// Arguments of `cargo xtask bench hackbench`.

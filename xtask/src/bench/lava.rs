@@ -12,10 +12,10 @@ use std::process::{Command, ExitCode, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
-use xrunbench_host::board::arch::Arch;
-use xrunbench_host::lab::initramfs::{Sound, CONSOLE_PROMPT};
-use xrunbench_host::lab::kernel;
-use xrunbench_host::lab::vm::console_image;
+use xrunbench_lab::board::arch::Arch;
+use xrunbench_lab::lab::initramfs::{Sound, CONSOLE_PROMPT};
+use xrunbench_lab::lab::kernel;
+use xrunbench_lab::lab::vm::console_image;
 use xrunbench_test_support::lava_lab::{LabDevice, LavaLab, TOKEN};
 
 /// Arguments of `cargo xtask bench lava`.
@@ -96,7 +96,7 @@ pub fn run(a: &Args) -> Result<ExitCode> {
     let dir = tempfile::tempdir().context("a temporary directory")?;
     let d = dir.path();
     // Default features: the player on ALSA alone, as a board has it.
-    let bins = xrunbench_host::util::build_release_binaries(&[
+    let bins = xrunbench_lab::util::build_release_binaries(&[
         "xrunbench-trial",
         "xrunbench-player",
         "xrunbench-hackbench",

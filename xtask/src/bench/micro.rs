@@ -10,7 +10,7 @@ use std::process::ExitCode;
 
 use anyhow::{Context, Result};
 
-use xrunbench_host::util;
+use xrunbench_lab::util;
 
 /// Arguments of `cargo xtask bench micro`.
 #[derive(clap::Args)]

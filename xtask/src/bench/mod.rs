@@ -52,7 +52,7 @@ pub fn run(args: &BenchArgs) -> Result<ExitCode> {
         What::Micro(_) => &crate::needs::BENCH_MICRO,
         What::Lava(_) => &crate::needs::BENCH_LAVA,
     };
-    if let Err(e) = xrunbench_host::deps::ensure(needs) {
+    if let Err(e) = xrunbench_lab::deps::ensure(needs) {
         return Ok(e.report());
     }
     match &args.what {

@@ -25,7 +25,7 @@ use anyhow::{bail, Context, Result};
 use xrunbench_schema::monitor::{MonitorAlone, MonitorReport};
 
 use super::stats::median;
-use xrunbench_host::util;
+use xrunbench_lab::util;
 
 /// Arguments of `cargo xtask bench monitor`.
 #[derive(clap::Args)]

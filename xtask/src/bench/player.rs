@@ -17,7 +17,7 @@ use xrunbench_test_support::servers::{
 };
 
 use super::stats::{median, wait_with_cost, ChildCost};
-use xrunbench_host::util::build_release_binaries;
+use xrunbench_lab::util::build_release_binaries;
 use xrunbench_schema::trial::ToneSpec;
 use xrunbench_schema::SampleFormat;
 

@@ -18,9 +18,9 @@ use std::time::{Duration, Instant};
 
 use crate::run::scenario::{self, Scenario, SshTarget, DEFAULT_BOOT_TIMEOUT, DEFAULT_RETRIES};
 use crate::run::units::Span;
-use crate::signals;
 use crate::target::hooks::{Hook, HookOutcome};
 use crate::target::Ssh;
+use xrunbench_lab::signals;
 
 /// The exit status of `deploy` that means "this commit cannot be built".
 pub const HOOK_SKIP: i32 = 125;

@@ -41,7 +41,7 @@ use self::step::{Goal, StepSpec, EXIT_ABORT, EXIT_INTERRUPTED, EXIT_SKIP};
 use crate::compare::metrics::Metric;
 use crate::results::{default_results_root, RunDir};
 use crate::run::{scenario, TargetArgs};
-use crate::signals;
+use xrunbench_lab::signals;
 
 /// Arguments of `cargo xtask bisect`.
 #[derive(clap::Args, Debug)]
@@ -153,7 +153,7 @@ pub fn run(args: &BisectArgs) -> anyhow::Result<ExitCode> {
                 EXIT_INTERRUPTED => "interrupted",
                 _ => "aborting the bisection",
             };
-            crate::say!(" bisect: {what}: {msg}");
+            xrunbench_lab::say!(" bisect: {what}: {msg}");
             code
         }
     };
@@ -189,7 +189,7 @@ fn step_outcome(args: &BisectArgs) -> Result<step::StepOutcome, Stop> {
     let baseline = baseline_values(args, &base, &base_config)?;
     // A machine that cannot build or run the binaries fails on every
     // commit alike: abort rather than skip.
-    crate::deps::ensure(crate::deps::for_run(
+    xrunbench_lab::deps::ensure(xrunbench_lab::deps::for_run(
         args.bins.bin_dir.is_some(),
         scenario.runs_on(),
     ))
@@ -289,7 +289,8 @@ fn step_place(
 ) -> (PathBuf, String, String) {
     match &args.bisect_dir {
         Some(dir) => {
-            let commit = crate::util::git_out(tree, &["rev-parse", "HEAD"]).unwrap_or_default();
+            let commit =
+                xrunbench_lab::util::git_out(tree, &["rev-parse", "HEAD"]).unwrap_or_default();
             let label = args
                 .step_label
                 .clone()
@@ -361,7 +362,7 @@ fn check_same_scenario(
             "{}: not found: the baseline must be a run directory of `{} run`, which \
              records its scenario there",
             manifest.display(),
-            crate::util::invocation()
+            xrunbench_lab::util::invocation()
         )));
     };
     let Some(theirs) = recorded.scenario.fingerprint(base_config) else {

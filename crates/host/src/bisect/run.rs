@@ -57,8 +57,8 @@ use crate::compare::metrics::Metric;
 use crate::compare::table::Significance;
 use crate::results::{default_results_root, LoadError, RunDir};
 use crate::run::{scenario, TargetArgs};
-use crate::signals;
-use crate::util::git_out;
+use xrunbench_lab::signals;
+use xrunbench_lab::util::git_out;
 
 /// Culprit named and confirmed.
 const EXIT_CONFIRMED: u8 = 0;
@@ -177,7 +177,7 @@ pub fn run(args: &BisectRunArgs) -> Result<ExitCode> {
     let mut b = match prepare(args) {
         Ok(b) => b,
         Err(line) => {
-            crate::say!(" bisect-run: {line}");
+            xrunbench_lab::say!(" bisect-run: {line}");
             return Ok(ExitCode::from(EXIT_BAD_INPUT));
         }
     };
@@ -203,11 +203,13 @@ pub fn run(args: &BisectRunArgs) -> Result<ExitCode> {
             EXIT_UNDECIDED
         }
         Err(End::BadInput(line)) => {
-            crate::say!(" bisect-run: {line}");
+            xrunbench_lab::say!(" bisect-run: {line}");
             EXIT_BAD_INPUT
         }
         Err(End::Interrupted) => {
-            crate::say!(" bisect-run: interrupted; the tree is back where it was, knobs restored");
+            xrunbench_lab::say!(
+                " bisect-run: interrupted; the tree is back where it was, knobs restored"
+            );
             b.cases
                 .push(("interrupted".into(), Some("stopped by a signal".into())));
             EXIT_INTERRUPTED
@@ -224,7 +226,7 @@ pub fn run(args: &BisectRunArgs) -> Result<ExitCode> {
             )
             .as_bytes(),
         ) {
-            crate::say!(" bisect-run: {}: {e}", path.display());
+            xrunbench_lab::say!(" bisect-run: {}: {e}", path.display());
         }
     }
     Ok(ExitCode::from(code))
@@ -258,11 +260,13 @@ impl Drop for ReturnTo {
             .output();
         match o {
             Ok(o) if o.status.success() => println!("bisect-run: the tree is back on {to}"),
-            Ok(o) => crate::say!(
+            Ok(o) => xrunbench_lab::say!(
                 " bisect-run: git checkout {to} failed: {}; check it out yourself",
                 crate::target::last(&o.stderr)
             ),
-            Err(e) => crate::say!(" bisect-run: git checkout {to}: {e}; check it out yourself"),
+            Err(e) => {
+                xrunbench_lab::say!(" bisect-run: git checkout {to}: {e}; check it out yourself")
+            }
         }
     }
 }
@@ -297,7 +301,7 @@ fn series(top: &Path, good: &str, bad: &str) -> Result<(Vec<String>, Vec<String>
              linear series; bisect across the merge with `git bisect run {} bisect …`",
             short(good),
             short(bad),
-            crate::util::invocation()
+            xrunbench_lab::util::invocation()
         ));
     }
     Ok((ids, subjects))
@@ -359,7 +363,7 @@ fn prepare(args: &BisectRunArgs) -> Result<Bisection<'_>, String> {
             ))
         }
     };
-    crate::deps::ensure(crate::deps::for_run(
+    xrunbench_lab::deps::ensure(xrunbench_lab::deps::for_run(
         args.bins.bin_dir.is_some(),
         s.runs_on(),
     ))
@@ -887,13 +891,13 @@ fn decide(
         Ok(out) if out.exit == super::step::EXIT_INTERRUPTED => Err(End::Interrupted),
         Ok(out) => {
             if let Some(why) = out.record.decision.why.as_deref() {
-                crate::say!(" bisect-run: {label}: {why}");
+                xrunbench_lab::say!(" bisect-run: {label}: {why}");
             }
             Ok((out.exit, out.record.trials, out.record.decision.p_worse))
         }
         Err(Stop(super::step::EXIT_INTERRUPTED, _)) => Err(End::Interrupted),
         Err(Stop(code, msg)) => {
-            crate::say!(" bisect-run: {label}: {msg}");
+            xrunbench_lab::say!(" bisect-run: {label}: {msg}");
             Ok((code, Vec::new(), None))
         }
     }

@@ -26,9 +26,9 @@ use crate::results::{Outcome, RunManifest, RunWriter};
 use crate::run::plan::PlannedTrial;
 use crate::run::scenario::{Scenario, ScenarioFile};
 use crate::run::session::{Session, SessionArgs, SetupError, TrialEnd};
-use crate::signals;
 use crate::target::hooks::{Hook, HookOutcome};
-use crate::util::git_out;
+use xrunbench_lab::signals;
+use xrunbench_lab::util::git_out;
 
 /// git bisect: good.
 pub const EXIT_GOOD: u8 = 0;
@@ -234,7 +234,7 @@ pub fn measure(spec: &StepSpec, goal: &Goal) -> StepOutcome {
     }
     if let Ok(text) = serde_json::to_string_pretty(&record) {
         if let Err(e) = write_atomic(&run_dir.join(STEP_FILE), text.as_bytes()) {
-            crate::say!(" bisect: writing the step record: {e}");
+            xrunbench_lab::say!(" bisect: writing the step record: {e}");
         }
     }
     StepOutcome {
@@ -295,7 +295,7 @@ fn run_attempts(p: &mut Progress) -> (u8, Option<String>, Option<Look>) {
             AttemptEnd::Skip(w) => return (EXIT_SKIP, Some(w), None),
             AttemptEnd::Interrupted(w) => return (EXIT_INTERRUPTED, Some(w), None),
             AttemptEnd::Infra(w) => {
-                crate::say!(
+                xrunbench_lab::say!(
                     " bisect: attempt {n} of {attempts}: infrastructure failure, not a \
                      verdict: {w}"
                 );
@@ -337,7 +337,7 @@ fn write_outcome(out: &RunWriter, mut m: RunManifest, exit: u8, record: &StepRec
         _ => Outcome::Completed,
     });
     if let Err(e) = out.manifest(&m) {
-        crate::say!(" bisect: {e:#}");
+        xrunbench_lab::say!(" bisect: {e:#}");
     }
 }
 

@@ -310,8 +310,8 @@ fn differing_keys(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::lab::vm::VmSpec;
     use crate::run::scenario::{self, LavaSpec, TargetSpec};
+    use xrunbench_lab::lab::vm::VmSpec;
 
     const HEAD: &str =
         "name = \"t\"\nduration = \"1s\"\n[audio]\ngenerate = {}\n[[config]]\nname = \"a\"\n";

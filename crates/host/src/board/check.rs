@@ -20,7 +20,7 @@ use xrunbench_schema::Backend;
 use crate::run::plan::PlannedTrial;
 use crate::run::scenario::{self, AudioSource, Scenario};
 use crate::run::{session, spec, validate, TargetArgs};
-use crate::signals;
+use xrunbench_lab::signals;
 
 /// Arguments of `cargo xtask board check`.
 #[derive(clap::Args, Debug)]
@@ -45,7 +45,7 @@ pub struct CheckArgs {
 pub fn run(args: &CheckArgs) -> Result<ExitCode> {
     signals::install()?;
     let bad = |line: String| {
-        crate::say!(": {line}");
+        xrunbench_lab::say!(": {line}");
         Ok(ExitCode::from(2))
     };
     let mut s = match &args.scenario {
@@ -67,7 +67,7 @@ pub fn run(args: &CheckArgs) -> Result<ExitCode> {
             s.path.display()
         ));
     }
-    if let Err(e) = crate::deps::ensure(crate::deps::for_run(
+    if let Err(e) = xrunbench_lab::deps::ensure(xrunbench_lab::deps::for_run(
         args.bins.bin_dir.is_some(),
         s.runs_on(),
     )) {
@@ -94,7 +94,7 @@ pub fn run(args: &CheckArgs) -> Result<ExitCode> {
         }
     }
     for l in target.finish() {
-        crate::say!(": {l}");
+        xrunbench_lab::say!(": {l}");
     }
     print!(
         "{}",
@@ -231,8 +231,8 @@ fn render(
 /// (the board binaries): the scenario asks nothing of either.
 fn push_board_rows(out: &mut String, p: &Probe) {
     let m = &p.machine;
-    let ours = crate::board::arch::Arch::from_uname_machine(&m.arch)
-        .map_or("none of ours", crate::board::arch::Arch::name);
+    let ours = xrunbench_lab::board::arch::Arch::from_uname_machine(&m.arch)
+        .map_or("none of ours", xrunbench_lab::board::arch::Arch::name);
     row(
         out,
         "architecture",

@@ -1,14 +1,8 @@
-//! `board …`: the binaries that run on a board (`board build`:
-//! cross-built for aarch64 and armv7, or native), and what a board offers
-//! against what a scenario needs (`board check`).
+//! `board …`: the binaries that run on a board (`board build`, in
+//! [`xrunbench_lab::board`]), and what a board offers against what a
+//! scenario needs (`board check`).
 
-pub mod arch;
-pub mod build;
 pub mod check;
-pub mod elf;
-pub mod qemu;
-pub mod sysroot;
-mod zig;
 
 use std::process::ExitCode;
 
@@ -27,7 +21,7 @@ pub struct BoardArgs {
 pub enum BoardVerb {
     /// Cross-build xrun-trial, xrun-player and xrun-hackbench for boards;
     /// print their stripped sizes and the oldest glibc they run on.
-    Build(build::BuildArgs),
+    Build(xrunbench_lab::board::build::BuildArgs),
     /// Connect to a board (a scenario's [target] or --target) and print
     /// what it offers against what the scenario needs.
     Check(check::CheckArgs),
@@ -41,7 +35,7 @@ pub fn run(args: &BoardArgs) -> Result<ExitCode> {
 /// One board verb.
 pub fn run_verb(verb: &BoardVerb) -> Result<ExitCode> {
     match verb {
-        BoardVerb::Build(a) => build::run(a),
+        BoardVerb::Build(a) => xrunbench_lab::board::build::run(a),
         BoardVerb::Check(a) => check::run(a),
     }
 }

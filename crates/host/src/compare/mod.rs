@@ -46,7 +46,7 @@ pub fn run(args: &CompareArgs) -> Result<ExitCode> {
     let dirs = match load_all(&args.run_dirs) {
         Ok(d) => d,
         Err(e) => {
-            crate::say!(": {e}");
+            xrunbench_lab::say!(": {e}");
             return Ok(ExitCode::from(EXIT_BAD_INPUT));
         }
     };

@@ -190,7 +190,7 @@ pub(crate) fn script(
         s.name,
         plan.len(),
         s.duration.as_secs_f64(),
-        crate::util::invocation()
+        xrunbench_lab::util::invocation()
     );
     out.push_str(PRELUDE);
     heredoc(&mut out, "$work/scenario.json", &compact(&file)?);

@@ -92,7 +92,7 @@ pub fn run(args: &LavaArgs) -> Result<ExitCode> {
         if host_side > 0 {
             format!(
                 ", {host_side} against the baseline judged by `{} lava-results`",
-                crate::util::invocation()
+                xrunbench_lab::util::invocation()
             )
         } else {
             String::new()
@@ -102,6 +102,6 @@ pub fn run(args: &LavaArgs) -> Result<ExitCode> {
 }
 
 fn bad_input(line: &str) -> ExitCode {
-    crate::say!(": {line}");
+    xrunbench_lab::say!(": {line}");
     ExitCode::from(EXIT_BAD_INPUT)
 }

@@ -100,7 +100,7 @@ pub fn run(args: &LavaResultsArgs) -> Result<ExitCode> {
     match convert(args) {
         Ok(code) => Ok(code),
         Err(e) => {
-            crate::say!(": {e:#}");
+            xrunbench_lab::say!(": {e:#}");
             Ok(ExitCode::from(EXIT_BAD_INPUT))
         }
     }
@@ -123,11 +123,11 @@ fn planned_records(
         });
         match planned {
             Some(p) if taken.insert(p.seq) => kept.push((r.trial.clone(), r)),
-            Some(_) => crate::say!(
+            Some(_) => xrunbench_lab::say!(
                 ": a second record of trial {}: refused",
                 r.trial.display_name()
             ),
-            None => crate::say!(
+            None => xrunbench_lab::say!(
                 ": a record of trial {} is not in scenario {}'s plan: refused",
                 r.trial.display_name(),
                 one_line(scenario)
@@ -177,7 +177,7 @@ fn convert(args: &LavaResultsArgs) -> Result<ExitCode> {
     );
     let mismatches = check_measurements(&log.cases, &dir);
     for m in &mismatches {
-        crate::say!(": {m}");
+        xrunbench_lab::say!(": {m}");
     }
     let baseline = s
         .configs
@@ -220,7 +220,7 @@ fn read_input(args: &LavaResultsArgs) -> Result<(JobLog, Option<PathBuf>)> {
             .extend(parse_results_yaml(&text).with_context(|| r.display().to_string())?);
     }
     for b in &log.broken {
-        crate::say!(": {}: {b}", args.input.display());
+        xrunbench_lab::say!(": {}: {b}", args.input.display());
     }
     Ok((log, records_dir))
 }
@@ -365,7 +365,7 @@ fn scenario_file(args: &LavaResultsArgs, log: &JobLog) -> Result<ScenarioFile> {
 fn records_of(log: &JobLog) -> Result<Vec<TrialRecord>> {
     let (records, refused) = records_in(log);
     for e in refused {
-        crate::say!(": {e}: refused");
+        xrunbench_lab::say!(": {e}: refused");
     }
     Ok(records)
 }
@@ -423,7 +423,7 @@ fn read_records_dir(dir: &Path) -> Result<Vec<TrialRecord>> {
             .and_then(|bytes| record(&bytes, &p));
         match read {
             Ok(r) => out.push(r),
-            Err(e) => crate::say!(": {e:#}: refused"),
+            Err(e) => xrunbench_lab::say!(": {e:#}: refused"),
         }
     }
     out.sort_by_key(|r| r.trial.seq);

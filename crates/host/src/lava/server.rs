@@ -717,7 +717,7 @@ impl Server {
             origin,
             config,
             token,
-            stop: Arc::new(|| crate::signals::stop_requested().is_some()),
+            stop: Arc::new(|| xrunbench_lab::signals::stop_requested().is_some()),
         })
     }
 

@@ -155,12 +155,12 @@ impl Lab {
         let ended = run_shares(&self.server, &mut shares);
         for sh in &shares {
             if let Some(f) = &sh.failed {
-                crate::say!(": lava: {f}");
+                xrunbench_lab::say!(": lava: {f}");
             }
         }
         let (records, mut problems) = fetch_records(&shares, &|id| self.server.log(id));
         for p in &problems {
-            crate::say!(": lava: {p}");
+            xrunbench_lab::say!(": lava: {p}");
         }
         problems.extend(shares.iter().filter_map(|sh| sh.failed.clone()));
         Ok(LabRun {
@@ -192,18 +192,18 @@ pub fn run(
     let lab = match Lab::open(lab, None) {
         Ok(l) => l,
         Err(e) => {
-            crate::say!(": {e:#}");
+            xrunbench_lab::say!(": {e:#}");
             return Ok(ExitCode::from(2));
         }
     };
     let done = match lab.run(file, scenario, gates) {
         Ok(d) => d,
         Err(LabRefused::BadInput(line)) => {
-            crate::say!(": {line}");
+            xrunbench_lab::say!(": {line}");
             return Ok(ExitCode::from(2));
         }
         Err(LabRefused::Failed(line)) => {
-            crate::say!(": {line}");
+            xrunbench_lab::say!(": {line}");
             return Ok(ExitCode::from(1));
         }
     };
@@ -422,12 +422,12 @@ fn run_shares(server: &Server, shares: &mut [Share]) -> Ended {
     let deadline = Instant::now() + Duration::from_secs((minutes + QUEUE_MINUTES) * 60);
     let mut seen: BTreeMap<u64, (JobState, Option<String>)> = BTreeMap::new();
     loop {
-        if let Some(sig) = crate::signals::stop_requested() {
+        if let Some(sig) = xrunbench_lab::signals::stop_requested() {
             for sh in shares.iter() {
                 if let (Some(id), None) = (sh.id, &sh.done) {
                     match server.cancel(id) {
-                        Ok(()) => crate::say!(": lava: job {id} canceled"),
-                        Err(e) => crate::say!(": lava: job {id}: {e}"),
+                        Ok(()) => xrunbench_lab::say!(": lava: job {id} canceled"),
+                        Err(e) => xrunbench_lab::say!(": lava: job {id}: {e}"),
                     }
                 }
             }
@@ -444,7 +444,7 @@ fn run_shares(server: &Server, shares: &mut [Share]) -> Ended {
                 Ok(j) => j,
                 // A lab that does not answer for a moment loses no job.
                 Err(e) => {
-                    crate::say!(": lava: job {id}: {e}");
+                    xrunbench_lab::say!(": lava: job {id}: {e}");
                     continue;
                 }
             };
@@ -459,7 +459,7 @@ fn run_shares(server: &Server, shares: &mut [Share]) -> Ended {
             if job.health == JobHealth::Complete {
                 sh.done = Some(job);
             } else if sh.tries <= RETRIES {
-                crate::say!(
+                xrunbench_lab::say!(
                     ": lava: job {id} ended {}: the lab's failure, not a verdict; submitting share {}/{n} again",
                     job.health,
                     i + 1
@@ -501,8 +501,8 @@ fn submit_all(server: &Server, shares: &mut [Share]) -> Result<(), LabRefused> {
         for sh in &shares[..i] {
             if let Some(id) = sh.id {
                 match server.cancel(id) {
-                    Ok(()) => crate::say!(": lava: job {id} canceled"),
-                    Err(e) => crate::say!(": lava: job {id}: {e}"),
+                    Ok(()) => xrunbench_lab::say!(": lava: job {id} canceled"),
+                    Err(e) => xrunbench_lab::say!(": lava: job {id}: {e}"),
                 }
             }
         }
@@ -642,7 +642,7 @@ fn finish(
     results_root: &Path,
 ) -> Result<ExitCode> {
     if done.records.is_empty() {
-        crate::say!(": lava: no trial record came back; nothing written");
+        xrunbench_lab::say!(": lava: no trial record came back; nothing written");
         return Ok(ExitCode::from(if done.interrupted.is_some() {
             130
         } else {
@@ -677,7 +677,9 @@ fn finish(
     );
     Ok(match done.interrupted {
         Some(sig) => {
-            crate::say!(": lava: stopped by signal {sig}; the jobs still running were canceled");
+            xrunbench_lab::say!(
+                ": lava: stopped by signal {sig}; the jobs still running were canceled"
+            );
             ExitCode::from(130)
         }
         None if complete && done.problems.is_empty() => ExitCode::SUCCESS,

@@ -31,7 +31,7 @@ pub fn run(args: &PlotArgs) -> Result<ExitCode> {
     let dir = match RunDir::load(&args.run_dir) {
         Ok(d) => d,
         Err(e) => {
-            crate::say!(": {e}");
+            xrunbench_lab::say!(": {e}");
             return Ok(ExitCode::from(2));
         }
     };

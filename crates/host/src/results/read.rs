@@ -47,7 +47,7 @@ impl RunDir {
     /// why (what reads still serves the table and the plots).
     pub fn name_unreadable(&self) {
         for line in &self.unreadable {
-            crate::say!(": {line}: left out");
+            xrunbench_lab::say!(": {line}: left out");
         }
     }
 

@@ -31,7 +31,7 @@ use self::plan::PlannedTrial;
 use self::scenario::{Scenario, SshTarget};
 use self::session::{Session, SessionArgs, SetupError, TrialEnd};
 use crate::results::{default_results_root, Outcome, RunDir, RunWriter};
-use crate::signals;
+use xrunbench_lab::signals;
 
 /// Exit code for bad input (scenario, options).
 const EXIT_BAD_INPUT: u8 = 2;
@@ -103,12 +103,12 @@ impl TargetArgs {
         }
         if let Some(kernel) = self.target.as_deref().and_then(|d| d.strip_prefix("vm:")) {
             // The VM lab with every default, booting this kernel.
-            let spec = crate::lab::vm::VmSpec {
+            let spec = xrunbench_lab::lab::vm::VmSpec {
                 kernel: Some(kernel.into()),
                 ..Default::default()
             };
             let here = std::env::current_dir().map_err(|e| format!("--target: {e}"))?;
-            let vm = crate::lab::vm::VmSettings::resolve(&spec, &here)
+            let vm = xrunbench_lab::lab::vm::VmSettings::resolve(&spec, &here)
                 .map_err(|(k, m)| format!("--target vm:{kernel}: {k}: {m}"))?;
             s.target = Some(SshTarget::lab(vm, s.duration, s.warmup));
         } else if let Some(dest) = &self.target {
@@ -182,7 +182,7 @@ pub fn restore(args: &RestoreArgs) -> Result<ExitCode> {
         Err(m) => return Ok(bad_input(&[m])),
     };
     let mut s = Scenario::without_configs("restore", board);
-    if let Err(e) = crate::deps::ensure(crate::deps::for_run(
+    if let Err(e) = xrunbench_lab::deps::ensure(xrunbench_lab::deps::for_run(
         args.bins.bin_dir.is_some(),
         s.runs_on(),
     )) {
@@ -192,7 +192,7 @@ pub fn restore(args: &RestoreArgs) -> Result<ExitCode> {
     s.target = None;
     let restored = target.restore();
     for l in target.finish() {
-        crate::say!(": {l}");
+        xrunbench_lab::say!(": {l}");
     }
     let (ok, lines) = restored?;
     for l in lines {
@@ -248,7 +248,7 @@ pub fn run(args: &RunArgs) -> Result<ExitCode> {
     }
     // Building the binaries (which validation needs: it asks xrun-trial)
     // needs the build prerequisites; the scenario itself was checked above.
-    if let Err(e) = crate::deps::ensure(crate::deps::for_run(
+    if let Err(e) = xrunbench_lab::deps::ensure(xrunbench_lab::deps::for_run(
         args.bins.bin_dir.is_some(),
         scenario.runs_on(),
     )) {
@@ -264,7 +264,9 @@ pub fn run(args: &RunArgs) -> Result<ExitCode> {
         Ok(s) => s,
         Err(SetupError::BadInput(lines)) => return Ok(bad_input(&lines)),
         Err(SetupError::Interrupted(sig)) => {
-            crate::say!(": stopped by signal {sig} before the first trial; nothing was changed");
+            xrunbench_lab::say!(
+                ": stopped by signal {sig} before the first trial; nothing was changed"
+            );
             return Ok(ExitCode::from(EXIT_INTERRUPTED));
         }
         Err(SetupError::Failed(e)) => return Err(e),
@@ -273,7 +275,7 @@ pub fn run(args: &RunArgs) -> Result<ExitCode> {
         return dry_run(&session, &results_root);
     }
     for line in &session.skipped {
-        crate::say!(": {line}");
+        xrunbench_lab::say!(": {line}");
     }
     // A copy: the session is borrowed mutably by every trial below.
     let scenario = session.scenario.clone();
@@ -283,7 +285,7 @@ pub fn run(args: &RunArgs) -> Result<ExitCode> {
     let plan = plan::make_plan(&names, scenario.trials, scenario.order);
     let mut manifest = session.manifest(args.label.clone(), plan.clone());
     out.manifest(&manifest)?;
-    crate::say!(
+    xrunbench_lab::say!(
         ": {} trials of {} s on {}; results in {}",
         plan.len(),
         scenario.duration.as_secs_f64(),
@@ -296,7 +298,7 @@ pub fn run(args: &RunArgs) -> Result<ExitCode> {
     // A trial killed on the way (its scratch files) or an earlier writer
     // killed mid-write left files no reader wants.
     for p in out.sweep() {
-        crate::say!(": removed {}, left by a killed process", p.display());
+        xrunbench_lab::say!(": removed {}, left by a killed process", p.display());
     }
     // Everything after the trials reads back what is on disk: what a later
     // `compare` sees.
@@ -393,18 +395,18 @@ fn exit_code(
         Outcome::Completed if gates_failed => ExitCode::from(EXIT_GATE_FAILED),
         Outcome::Completed => ExitCode::SUCCESS,
         Outcome::Interrupted { signal } => {
-            crate::say!(
+            xrunbench_lab::say!(
                 ": interrupted by signal {signal}: knobs restored, {measured} finished trial(s) kept"
             );
             ExitCode::from(EXIT_INTERRUPTED)
         }
         Outcome::Failed { error } => {
-            crate::say!(": {error}");
+            xrunbench_lab::say!(": {error}");
             ExitCode::FAILURE
         }
     };
     for e in write_errors {
-        crate::say!(": {e:#}");
+        xrunbench_lab::say!(": {e:#}");
     }
     if write_errors.is_empty() || code != ExitCode::SUCCESS {
         code
@@ -445,7 +447,7 @@ fn lab_run_checks(args: &RunArgs, scenario: &Scenario) -> Result<(), Vec<String>
 
 fn bad_input(lines: &[String]) -> ExitCode {
     for l in lines {
-        crate::say!(": {l}");
+        xrunbench_lab::say!(": {l}");
     }
     ExitCode::from(EXIT_BAD_INPUT)
 }
@@ -581,7 +583,7 @@ impl Progress {
         let msg = format!("{}, ETA {}", self.current, self.eta());
         match &self.bar {
             Some(b) => b.set_message(msg),
-            None => crate::say!(": {} starting, ETA {}", self.current, self.eta()),
+            None => xrunbench_lab::say!(": {} starting, ETA {}", self.current, self.eta()),
         }
     }
 
@@ -618,7 +620,7 @@ impl Progress {
                 b.println(line);
                 b.inc(1);
             }
-            None => crate::say!(": {line}"),
+            None => xrunbench_lab::say!(": {line}"),
         }
     }
 
@@ -719,7 +721,7 @@ mod tests {
     use super::*;
 
     fn quickstart() -> Scenario {
-        let p = crate::util::workspace_root().join("scenarios/quickstart.toml");
+        let p = xrunbench_lab::util::workspace_root().join("scenarios/quickstart.toml");
         scenario::load(&p).unwrap().1
     }
 

@@ -21,10 +21,10 @@ use xrunbench_schema::Backend;
 use super::plan::PlannedTrial;
 use super::scenario::{AudioSource, Scenario, ScenarioFile, SshTarget};
 use super::{spec, validate};
-use crate::lab::vm::VmSettings;
 use crate::results::{LostTrial, RunManifest, RunWriter, RunnerInfo, RUN_SCHEMA};
-use crate::signals;
 use crate::target::{binaries, Guests, Local, Ssh, Target, TrialRun};
+use xrunbench_lab::lab::vm::VmSettings;
+use xrunbench_lab::signals;
 
 /// Why a session could not be opened.
 #[derive(Debug)]
@@ -123,7 +123,7 @@ pub fn open_target(s: &Scenario, bin_dir: Option<PathBuf>) -> Result<Box<dyn Tar
         }
         let mut boards = Vec::new();
         for (i, g) in guests.iter().enumerate() {
-            crate::say!(": guest {} of {}", i + 1, guests.len());
+            xrunbench_lab::say!(": guest {} of {}", i + 1, guests.len());
             let mut board = lab_board(t, g, &dir)?;
             if i > 0 {
                 // The first runs on; the others wait frozen.
@@ -133,7 +133,7 @@ pub fn open_target(s: &Scenario, bin_dir: Option<PathBuf>) -> Result<Box<dyn Tar
         }
         return Ok(Box::new(Guests::new(boards, of_config)));
     }
-    crate::say!(": connecting to {}", t.destination);
+    xrunbench_lab::say!(": connecting to {}", t.destination);
     let mut ssh = Ssh::connect(t)?;
     let arch = ssh.board_arch()?;
     let dir = binaries::for_arch(&arch, bin_dir, &features)?;
@@ -167,8 +167,8 @@ pub fn guests_of(s: &Scenario, vm: &VmSettings) -> (Vec<VmSettings>, BTreeMap<St
 /// Guest `vm` booted for the board `t`, connected, the binaries of `dir`
 /// on it.
 fn lab_board(t: &SshTarget, vm: &VmSettings, dir: &Path) -> Result<Ssh> {
-    let lab = crate::lab::vm::boot(vm, dir)?;
-    crate::say!(": connecting to {}", lab.describe);
+    let lab = xrunbench_lab::lab::vm::boot(vm, dir)?;
+    xrunbench_lab::say!(": connecting to {}", lab.describe);
     // A guest that booted but whose sshd does not answer: what its
     // console said last is the likeliest why.
     let mut ssh = Ssh::connect(&t.to_guest(&lab.reach)).map_err(|e| {
@@ -185,8 +185,8 @@ fn lab_board(t: &SshTarget, vm: &VmSettings, dir: &Path) -> Result<Ssh> {
 /// The board binaries of `dir` put on the board.
 fn deploy(ssh: &mut Ssh, dir: &Path) -> Result<()> {
     match ssh.deploy(dir)? {
-        Some(line) => crate::say!(": {line}"),
-        None => crate::say!(": board binaries in {} are up to date", ssh.board_bin_dir()),
+        Some(line) => xrunbench_lab::say!(": {line}"),
+        None => xrunbench_lab::say!(": board binaries in {} are up to date", ssh.board_bin_dir()),
     }
     Ok(())
 }
@@ -215,7 +215,7 @@ impl Session {
                 .iter()
                 .filter(|l| !l.starts_with("nothing to restore"))
             {
-                crate::say!(": {l}");
+                xrunbench_lab::say!(": {l}");
             }
         }
         let own_boots = booted
@@ -334,7 +334,7 @@ impl Session {
                         let why = unkept(&record.outcome, &e);
                         let asked = signals::stop_requested().is_some();
                         if asked && matches!(record.outcome, TrialOutcome::Interrupted { .. }) {
-                            crate::say!(": trial {stem} {why}");
+                            xrunbench_lab::say!(": trial {stem} {why}");
                             return Ok(TrialEnd::Interrupted);
                         }
                         if matches!(record.outcome, TrialOutcome::Ran) {
@@ -372,7 +372,7 @@ impl Session {
             match self.target.recover(pid) {
                 Ok(lines) => {
                     for l in lines {
-                        crate::say!(": {l}");
+                        xrunbench_lab::say!(": {l}");
                     }
                     // A board brought back by a power cycle has booted
                     // again: its records carry the new boot's id.
@@ -393,7 +393,7 @@ impl Session {
                     format!("{reason} (lost {attempt} times)")
                 }));
             }
-            crate::say!(
+            xrunbench_lab::say!(
                 ": trial {stem} was lost ({reason}): running it again (retry {attempt} of {retries})"
             );
             attempt += 1;
@@ -440,7 +440,7 @@ impl Session {
     /// connection closed (also done when the session is dropped).
     pub fn finish(&mut self) {
         for l in self.target.finish() {
-            crate::say!(": {l}");
+            xrunbench_lab::say!(": {l}");
         }
     }
 

@@ -106,7 +106,7 @@ pub fn boot_checks(s: &Scenario, on_lava: bool) -> Vec<String> {
         };
         let guest = c.vm_of(vm);
         if let Some(own) = c.vm.as_ref().and_then(|v| v.kernel.as_ref()) {
-            match crate::lab::vm::image_arch(own) {
+            match xrunbench_lab::lab::vm::image_arch(own) {
                 Some(a) if a != vm.arch() => out.push(format!(
                     "{file}: config `{}`: vm.kernel: {} is an {} kernel; the run's guests are \
                      {} (configurations of one run share an architecture)",
@@ -124,7 +124,7 @@ pub fn boot_checks(s: &Scenario, on_lava: bool) -> Vec<String> {
             .flat_map(|l| l.split_whitespace())
             .find(|w| w.starts_with("preempt="));
         if let Some(word) = preempt {
-            if crate::lab::vm::preempt_dynamic(&guest.kernel) == Some(false) {
+            if xrunbench_lab::lab::vm::preempt_dynamic(&guest.kernel) == Some(false) {
                 out.push(format!(
                     "{file}: config `{}`: cmdline: `{word}` needs a kernel built with \
                      PREEMPT_DYNAMIC; {}'s config has none (its preemption is fixed when built)",

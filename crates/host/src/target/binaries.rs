@@ -7,8 +7,8 @@ use std::path::PathBuf;
 
 use anyhow::{bail, Result};
 
-use crate::board::arch::Arch;
-use crate::board::build::{board_dir, BINARIES};
+use xrunbench_lab::board::arch::Arch;
+use xrunbench_lab::board::build::{board_dir, BINARIES};
 
 /// `--bin-dir DIR`, declared once for every verb that runs the board
 /// binaries.
@@ -33,10 +33,10 @@ pub fn for_arch(arch: &str, bin_dir: Option<PathBuf>, features: &[String]) -> Re
     }
     let dir = board_dir().join(arch);
     if BINARIES.iter().all(|b| dir.join(b.name).is_file()) {
-        crate::say!(
+        xrunbench_lab::say!(
             ": using the {arch} board binaries in {} (from `{} board build`)",
             dir.display(),
-            crate::util::invocation()
+            xrunbench_lab::util::invocation()
         );
         return Ok(dir);
     }
@@ -44,7 +44,7 @@ pub fn for_arch(arch: &str, bin_dir: Option<PathBuf>, features: &[String]) -> Re
         "the board runs {arch} and there are no {arch} board binaries in {}: build them with \
          `{} board build --arch {arch}`, or give --bin-dir DIR",
         dir.display(),
-        crate::util::invocation()
+        xrunbench_lab::util::invocation()
     )
 }
 
@@ -55,7 +55,7 @@ pub fn host_build(features: &[String]) -> Result<PathBuf> {
     } else {
         format!(", {}", features.join(" "))
     };
-    crate::say!(": building xrun-trial, xrun-player and xrun-hackbench (release{with})");
+    xrunbench_lab::say!(": building xrun-trial, xrun-player and xrun-hackbench (release{with})");
     let packages: Vec<&str> = BINARIES.iter().map(|b| b.package).collect();
-    crate::util::build_release_binaries_with(&packages, features)
+    xrunbench_lab::util::build_release_binaries_with(&packages, features)
 }

@@ -183,7 +183,7 @@ impl Hook<'_> {
                     kill_group(child.id(), libc::SIGTERM);
                     term_sent = Some(Instant::now());
                 }
-                None if crate::signals::stop_requested().is_some() => {
+                None if xrunbench_lab::signals::stop_requested().is_some() => {
                     kill_group(child.id(), libc::SIGTERM);
                     term_sent = Some(Instant::now());
                     interrupted = true;

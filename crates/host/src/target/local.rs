@@ -24,7 +24,7 @@ impl Local {
     /// beside itself); a trial running past `trial_timeout` is stopped
     /// and counted lost.
     pub fn new(bin_dir: &Path, trial_timeout: Duration) -> Result<Local> {
-        for b in crate::board::build::BINARIES {
+        for b in xrunbench_lab::board::build::BINARIES {
             let p = bin_dir.join(b.name);
             if !p.is_file() {
                 bail!("{} not found", p.display());

@@ -281,7 +281,7 @@ pub enum TrialClock {
     /// emulated board runs only as fast as the host lets it, so on a host
     /// busy with other work the wall clock would cut trials that are merely
     /// slow; the wall clock is kept as a backstop at
-    /// [`crate::lab::qemu::TCG_WALL_FACTOR`] times the timeout.
+    /// [`xrunbench_lab::lab::qemu::TCG_WALL_FACTOR`] times the timeout.
     CpuOf {
         /// QEMU's pid.
         pid: u32,
@@ -291,7 +291,7 @@ pub enum TrialClock {
 }
 
 /// When a trial started at `started` is past its timeout, on its clock
-/// ([`crate::lab::qemu::past_limit`], the rule the guest's boot is timed by
+/// ([`xrunbench_lab::lab::qemu::past_limit`], the rule the guest's boot is timed by
 /// too).
 struct Deadline {
     limit: Duration,
@@ -320,7 +320,7 @@ impl Deadline {
 
     /// Whether it has passed at `now`.
     fn passed(&self, now: Instant) -> bool {
-        crate::lab::qemu::past_limit(self.limit, self.started, self.cpu, now).is_some()
+        xrunbench_lab::lab::qemu::past_limit(self.limit, self.started, self.cpu, now).is_some()
     }
 
     /// The timeout as the cut-off message says it.
@@ -637,7 +637,7 @@ pub(crate) fn run_to_end(
         {
             break Ok(status);
         }
-        if let Some(sig) = crate::signals::stop_requested() {
+        if let Some(sig) = xrunbench_lab::signals::stop_requested() {
             break Err(format!("{what}: stopped, signal {sig} received"));
         }
         if overflow.passed() {

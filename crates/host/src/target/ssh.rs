@@ -36,10 +36,10 @@ use xrunbench_schema::probe::Probe;
 
 use super::hooks;
 use super::{last, run_to_end, Target, Unreachable, PID_MARKER};
-use crate::board::arch::Arch;
-use crate::board::build::BINARIES;
 use crate::run::scenario::SshTarget;
-use crate::signals;
+use xrunbench_lab::board::arch::Arch;
+use xrunbench_lab::board::build::BINARIES;
+use xrunbench_lab::signals;
 
 /// Keep-alive interval when neither the user's ssh config nor the target's
 /// options set one, s.
@@ -157,13 +157,13 @@ pub struct Ssh {
     finished: bool,
     /// The VM lab's guest when the board is one: it outlives the
     /// connection (fields drop after [`Drop::drop`] closed the master).
-    lab: Option<crate::lab::vm::Lab>,
+    lab: Option<xrunbench_lab::lab::vm::Lab>,
 }
 
 impl Ssh {
     /// Keeps the VM lab's guest this connection goes to: it powers off
     /// when the target is dropped.
-    pub fn hold(&mut self, lab: crate::lab::vm::Lab) {
+    pub fn hold(&mut self, lab: xrunbench_lab::lab::vm::Lab) {
         self.lab = Some(lab);
     }
 
@@ -678,7 +678,7 @@ impl Ssh {
                     limit.as_secs()
                 )));
             }
-            crate::say!(
+            xrunbench_lab::say!(
                 ": {} not back yet ({err}); next attempt in {} s",
                 self.describe(),
                 delay.as_secs()
@@ -703,7 +703,7 @@ impl Ssh {
             .clone()
             .unwrap_or_else(|| self.control.path().to_path_buf())
             .join(HOOK_LOG);
-        crate::say!(": {} is lost: power_cycle hook: {cmd}", self.describe());
+        xrunbench_lab::say!(": {} is lost: power_cycle hook: {cmd}", self.describe());
         let env = [("XRUNBENCH_TARGET", self.settings.destination.as_str())];
         let outcome = hooks::Hook {
             name: "power_cycle",
@@ -1020,7 +1020,7 @@ impl Target for Ssh {
         let dst = format!("{dir}/xrunbench-{tag}-{}.wav", self.staged.len() + 1);
         self.put_file(bytes, &dst, "0644")?;
         self.staged.push((host_path.to_path_buf(), dst.clone()));
-        crate::say!(": put {} on the board as {dst}", host_path.display());
+        xrunbench_lab::say!(": put {} on the board as {dst}", host_path.display());
         Ok(PathBuf::from(dst))
     }
 
@@ -1047,7 +1047,7 @@ impl Target for Ssh {
 impl Drop for Ssh {
     fn drop(&mut self) {
         for line in self.finish() {
-            crate::say!(": {line}");
+            xrunbench_lab::say!(": {line}");
         }
     }
 }

@@ -100,7 +100,7 @@ pub struct TargetSpec {
     /// The VM lab: `{ kernel = "bzImage", sound = "dummy", … }` (see
     /// `cargo xtask lab kernel`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub vm: Option<crate::lab::vm::VmSpec>,
+    pub vm: Option<xrunbench_lab::lab::vm::VmSpec>,
     /// A LAVA lab: `{ url = "https://lava.example.org/", job =
     /// "board-job.yaml", devices = 2, token_file = "~/.lava-token" }`; the
     /// trials run as its jobs.

@@ -160,7 +160,10 @@ impl Config {
     /// The guest this configuration boots on the run's `target` guest: its
     /// own kernel (and modules) if it names one, its command-line
     /// parameters after `append`; the rest as `target`'s.
-    pub fn vm_of(&self, target: &crate::lab::vm::VmSettings) -> crate::lab::vm::VmSettings {
+    pub fn vm_of(
+        &self,
+        target: &xrunbench_lab::lab::vm::VmSettings,
+    ) -> xrunbench_lab::lab::vm::VmSettings {
         let c = self;
         let mut vm = target.clone();
         if let Some(kernel) = c.vm.as_ref().and_then(|own| own.kernel.clone()) {
@@ -179,11 +182,11 @@ impl Config {
 
 impl Scenario {
     /// Where its trials run, as far as what a run installs goes.
-    pub fn runs_on(&self) -> crate::deps::RunsOn {
+    pub fn runs_on(&self) -> xrunbench_lab::deps::RunsOn {
         match &self.target {
-            None => crate::deps::RunsOn::ThisMachine,
-            Some(t) if t.vm.is_some() => crate::deps::RunsOn::LabGuest,
-            Some(_) => crate::deps::RunsOn::Board,
+            None => xrunbench_lab::deps::RunsOn::ThisMachine,
+            Some(t) if t.vm.is_some() => xrunbench_lab::deps::RunsOn::LabGuest,
+            Some(_) => xrunbench_lab::deps::RunsOn::Board,
         }
     }
 
@@ -532,18 +535,18 @@ fn resolve_config_vm(
     v: &ConfigVmSpec,
     base_dir: &Path,
 ) -> Result<ConfigVmSpec, (&'static str, String)> {
-    let spec = crate::lab::vm::VmSpec {
+    let spec = xrunbench_lab::lab::vm::VmSpec {
         kernel: v.kernel.clone(),
         modules: v.modules.clone(),
         debian: v.debian.clone(),
         rt: v.rt,
         ..Default::default()
     };
-    let arch = crate::board::arch::Arch::host().ok_or((
+    let arch = xrunbench_lab::board::arch::Arch::host().ok_or((
         "kernel",
         "this machine's architecture is not a lab one".to_string(),
     ))?;
-    let (kernel, modules) = crate::lab::vm::kernel_of(&spec, arch, base_dir)?;
+    let (kernel, modules) = xrunbench_lab::lab::vm::kernel_of(&spec, arch, base_dir)?;
     Ok(ConfigVmSpec {
         kernel: Some(kernel),
         modules,

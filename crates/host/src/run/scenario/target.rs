@@ -62,14 +62,14 @@ pub struct SshTarget {
     /// The VM lab's guest, when the board is one: booted before the
     /// connection, which then goes to it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub vm: Option<crate::lab::vm::VmSettings>,
+    pub vm: Option<xrunbench_lab::lab::vm::VmSettings>,
 }
 
 impl SshTarget {
     /// This board's settings (options and timeouts kept) pointed at a
     /// booted lab guest: root on 127.0.0.1 at the guest's port, with the
     /// lab's key and the guest's host key.
-    pub fn to_guest(&self, reach: &crate::lab::vm::GuestSsh) -> SshTarget {
+    pub fn to_guest(&self, reach: &xrunbench_lab::lab::vm::GuestSsh) -> SshTarget {
         let mut ssh = self.clone();
         ssh.destination = "root@127.0.0.1".into();
         ssh.port = Some(reach.port);
@@ -113,7 +113,7 @@ impl SshTarget {
     /// The VM lab's board for `vm`: root on the guest, reached on
     /// 127.0.0.1 (port, key and known_hosts filled when it boots); trials
     /// given the time an emulated CPU may need under load.
-    pub fn lab(vm: crate::lab::vm::VmSettings, duration: Span, warmup: Span) -> Self {
+    pub fn lab(vm: xrunbench_lab::lab::vm::VmSettings, duration: Span, warmup: Span) -> Self {
         let mut t = SshTarget::with_defaults("root@127.0.0.1", duration, warmup)
             .expect("a valid destination");
         t.trial_timeout = lab_trial_timeout(duration, warmup);
@@ -301,7 +301,7 @@ pub(super) fn resolve_target(
                 "the VM lab sets it (its own port, key and host key)",
             )?;
             let settings =
-                crate::lab::vm::VmSettings::resolve(vm, base_dir).map_err(|(k, m)| {
+                xrunbench_lab::lab::vm::VmSettings::resolve(vm, base_dir).map_err(|(k, m)| {
                     (
                         match k {
                             "kernel" => "vm.kernel",
@@ -365,7 +365,7 @@ fn apply_connection_keys(
         out.workdir = w.clone();
     }
     if let Some(a) = &t.arch {
-        use crate::board::arch::Arch;
+        use xrunbench_lab::board::arch::Arch;
         if a != "auto" && Arch::from_name(a).is_none() {
             return Err(("arch", format!("`{a}` is not auto, {}", Arch::names())));
         }

@@ -1,0 +1,10 @@
+//! The binaries that run on a board: their architectures, cross-built
+//! for aarch64 and armv7 or native (`board build`), and the glibc they
+//! need.
+
+pub mod arch;
+pub mod build;
+pub mod elf;
+pub mod qemu;
+pub mod sysroot;
+mod zig;
