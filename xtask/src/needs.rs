@@ -7,10 +7,9 @@
 //! lists, the test fixtures' servers and board, and every source file.
 
 use xrunbench_host::deps::{
-    started, Needs, APLAY, BASE, BOARD_SYSROOT, BUILD, CPAL_HOSTS, CPIO, CROSS_AARCH64,
-    CROSS_ARMV7, GIT, JACK_PCM, JUNIT_VALIDATOR, KERNEL_BUILD, LAB, LAB_GUEST_PROGRAMS,
-    LAVA_DISPATCHER, LAVA_LAB, PIPEWIRE, PULSEAUDIO, PYTHON, QEMU_USER, RT_TESTS, SSH_CLIENT,
-    SSH_SERVER, ZIGBUILD,
+    Needs, APLAY, BASE, BOARD_SYSROOT, BUILD, CPAL_HOSTS, CPIO, CROSS_AARCH64, CROSS_ARMV7, GIT,
+    JACK_PCM, JUNIT_VALIDATOR, KERNEL_BUILD, LAB, LAB_GUEST_PROGRAMS, LAVA_DISPATCHER, LAVA_LAB,
+    PIPEWIRE, PULSEAUDIO, PYTHON, QEMU_USER, RT_TESTS, SSH_CLIENT, SSH_SERVER, ZIGBUILD,
 };
 use xrunbench_programs::programs;
 use xrunbench_test_support::lava_lab::LavaLab;
@@ -22,7 +21,7 @@ use xrunbench_test_support::testboard::TestBoard;
 pub const BENCH_PLAYER: Needs = Needs {
     command: "bench player",
     groups: &[&BUILD, &JACK_PCM, &APLAY, &BASE],
-    starts: &[JackServer::PROGRAMS, &[started::APLAY]],
+    starts: &[JackServer::PROGRAMS, &[programs::APLAY]],
 };
 
 /// `cargo xtask bench hackbench`: ours (no system library) against
@@ -30,7 +29,7 @@ pub const BENCH_PLAYER: Needs = Needs {
 pub const BENCH_HACKBENCH: Needs = Needs {
     command: "bench hackbench",
     groups: &[&RT_TESTS],
-    starts: &[&[started::HACKBENCH]],
+    starts: &[&[programs::HACKBENCH]],
 };
 
 /// `cargo xtask bench monitor`: our monitor (no system library) against
@@ -38,7 +37,7 @@ pub const BENCH_HACKBENCH: Needs = Needs {
 pub const BENCH_MONITOR: Needs = Needs {
     command: "bench monitor",
     groups: &[&RT_TESTS],
-    starts: &[&[started::CYCLICTEST, started::HACKBENCH]],
+    starts: &[&[programs::CYCLICTEST, programs::HACKBENCH]],
 };
 
 /// `cargo xtask bench micro`: criterion benchmarks of the player (built
@@ -103,12 +102,12 @@ pub const TEST: Needs = Needs {
         TestBoard::PROGRAMS,
         LavaLab::PROGRAMS,
         LAB_GUEST_PROGRAMS,
-        &[started::CPIO],
+        &[programs::CPIO],
         &[
-            started::APLAY,
-            started::HACKBENCH,
-            started::TIMEOUT,
-            started::GIT,
+            programs::APLAY,
+            programs::HACKBENCH,
+            programs::TIMEOUT,
+            programs::GIT,
             programs::TASKSET,
             programs::CHRT,
             programs::SH,
@@ -116,19 +115,19 @@ pub const TEST: Needs = Needs {
         // The board stage: both board architectures built, the older-glibc
         // build for aarch64, all run under qemu.
         &[
-            started::DPKG,
-            started::APT_CONFIG,
+            programs::DPKG,
+            programs::APT_CONFIG,
             programs::APT_CACHE,
-            started::AARCH64_GCC,
-            started::ARMV7_GCC,
+            programs::AARCH64_GCC,
+            programs::ARMV7_GCC,
             programs::PYTHON3,
-            started::QEMU_AARCH64,
-            started::QEMU_ARM,
+            programs::QEMU_AARCH64,
+            programs::QEMU_ARM,
         ],
         // The board-farm tests: LAVA's lava-run, the JUnit validator.
-        &[programs::DPKG_DEB, started::TAR, started::XMLLINT],
+        &[programs::DPKG_DEB, programs::TAR, programs::XMLLINT],
         // The kernel bisected: its tree (`lab source`) and builds.
-        &[started::MAKE],
+        &[programs::MAKE],
     ],
 };
 

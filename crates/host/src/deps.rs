@@ -4,7 +4,8 @@
 //!
 //! The packages live in named [`Group`]s, each package once with its
 //! reason; a command's [`Needs`] composes the groups it needs and names the
-//! programs it starts (from `xrunbench-programs`' table, and [`started`]).
+//! programs it starts (from `xrunbench-programs`' table, which also names
+//! the packages that provide them).
 //! The automation's own lists (`cargo xtask lint`, `test`, `bench`) are in
 //! xtask, whose tests tie every list to the programs each command starts
 //! and to the code that starts them.
@@ -12,7 +13,7 @@
 use std::path::PathBuf;
 use std::process::{Command, ExitCode, Stdio};
 
-use xrunbench_programs::{programs, Program};
+use xrunbench_programs::{packages, programs, Program};
 
 use crate::board::arch::Arch;
 use crate::util::{is_root, run_checked};
@@ -35,6 +36,8 @@ pub struct Group {
     pub packages: &'static [Package],
 }
 
+/// The package `name` (from [`packages`] when it provides a program
+/// started by name), needed for `why`.
 const fn pkg(name: &'static str, why: &'static str) -> Package {
     Package { name, why }
 }
@@ -82,7 +85,7 @@ pub const CPAL_HOSTS: Group = Group {
 pub const JACK_PCM: Group = Group {
     name: "JACK test PCM",
     packages: &[
-        pkg("jackd2", "jackd (dummy backend) and jack_lsp"),
+        pkg(packages::JACKD2, "jackd (dummy backend) and jack_lsp"),
         pkg("libasound2-plugins", "the ALSA `jack` PCM plugin"),
     ],
 };
@@ -91,9 +94,9 @@ pub const JACK_PCM: Group = Group {
 pub const PULSEAUDIO: Group = Group {
     name: "PulseAudio",
     packages: &[
-        pkg("pulseaudio", "the null-sink server"),
+        pkg(packages::PULSEAUDIO, "the null-sink server"),
         pkg(
-            "pulseaudio-utils",
+            packages::PULSEAUDIO_UTILS,
             "pactl (readiness) and the keepalive pacat",
         ),
     ],
@@ -106,10 +109,10 @@ pub const PULSEAUDIO: Group = Group {
 pub const PIPEWIRE: Group = Group {
     name: "PipeWire",
     packages: &[
-        pkg("pipewire-bin", "the pipewire server and pw-cli"),
-        pkg("wireplumber", "links streams to the null sink"),
+        pkg(packages::PIPEWIRE_BIN, "the pipewire server and pw-cli"),
+        pkg(packages::WIREPLUMBER, "links streams to the null sink"),
         pkg(
-            "dbus-daemon",
+            packages::DBUS_DAEMON,
             "dbus-run-session: WirePlumber's private session bus",
         ),
     ],
@@ -118,14 +121,14 @@ pub const PIPEWIRE: Group = Group {
 /// The reference player the benchmarks and tests compare with.
 pub const APLAY: Group = Group {
     name: "reference player",
-    packages: &[pkg("alsa-utils", "aplay")],
+    packages: &[pkg(packages::ALSA_UTILS, "aplay")],
 };
 
 /// The reference load generator.
 pub const RT_TESTS: Group = Group {
     name: "reference load",
     packages: &[pkg(
-        "rt-tests",
+        packages::RT_TESTS,
         "hackbench and cyclictest (/usr/bin/hackbench, /usr/bin/cyclictest)",
     )],
 };
@@ -136,11 +139,11 @@ pub const BASE: Group = Group {
     name: "base tools",
     packages: &[
         pkg(
-            "util-linux",
+            packages::UTIL_LINUX,
             "taskset and chrt (pinning, real-time priority)",
         ),
-        pkg("coreutils", "timeout and sleep"),
-        pkg("dash", "sh"),
+        pkg(packages::COREUTILS, "timeout and sleep"),
+        pkg(packages::DASH, "sh"),
     ],
 };
 
@@ -149,7 +152,7 @@ pub const BASE: Group = Group {
 pub const SSH_CLIENT: Group = Group {
     name: "SSH client",
     packages: &[pkg(
-        "openssh-client",
+        packages::OPENSSH_CLIENT,
         "ssh: the board's connection; ssh-keygen: the test board's keys",
     )],
 };
@@ -158,7 +161,7 @@ pub const SSH_CLIENT: Group = Group {
 /// started).
 pub const SSH_SERVER: Group = Group {
     name: "SSH test board",
-    packages: &[pkg("openssh-server", "sshd: the tests' SSH board")],
+    packages: &[pkg(packages::OPENSSH_SERVER, "sshd: the tests' SSH board")],
 };
 
 /// What the LAVA test needs from apt: lava-dispatcher's Python modules
@@ -202,19 +205,25 @@ pub const LAVA_LAB: Group = Group {
 pub const JUNIT_VALIDATOR: Group = Group {
     name: "JUnit validator",
     packages: &[
-        pkg("libxml2-utils", "xmllint --schema validates the JUnit file"),
+        pkg(
+            packages::LIBXML2_UTILS,
+            "xmllint --schema validates the JUnit file",
+        ),
         pkg(
             "python3-pip",
             "pip download: the JUnit XSD in pytest's sources",
         ),
-        pkg("tar", "takes the XSD out of pytest's source archive"),
+        pkg(
+            packages::TAR,
+            "takes the XSD out of pytest's source archive",
+        ),
     ],
 };
 
 /// Git, which the bisect test drives.
 pub const GIT: Group = Group {
     name: "git",
-    packages: &[pkg("git", "the bisect test runs `git bisect run`")],
+    packages: &[pkg(packages::GIT, "the bisect test runs `git bisect run`")],
 };
 
 /// Cross-linking the board binaries for aarch64: rustc links with the C
@@ -223,7 +232,7 @@ pub const CROSS_AARCH64: Group = Group {
     name: "aarch64 cross toolchain",
     packages: &[
         pkg(
-            "gcc-aarch64-linux-gnu",
+            packages::GCC_AARCH64,
             "aarch64-linux-gnu-gcc links aarch64-unknown-linux-gnu",
         ),
         pkg(
@@ -238,7 +247,7 @@ pub const CROSS_ARMV7: Group = Group {
     name: "armv7 cross toolchain",
     packages: &[
         pkg(
-            "gcc-arm-linux-gnueabihf",
+            packages::GCC_ARMHF,
             "arm-linux-gnueabihf-gcc links armv7-unknown-linux-gnueabihf",
         ),
         pkg(
@@ -254,11 +263,11 @@ pub const BOARD_SYSROOT: Group = Group {
     name: "board sysroot",
     packages: &[
         pkg(
-            "apt",
+            packages::APT,
             "apt-get download, apt-cache (private state), apt-config (the machine's proxy)",
         ),
         pkg(
-            "dpkg",
+            packages::DPKG,
             "dpkg -x unpacks the board's packages into the sysroot",
         ),
     ],
@@ -270,29 +279,32 @@ pub const BOARD_SYSROOT: Group = Group {
 pub const LAB: Group = Group {
     name: "VM lab",
     packages: &[
-        pkg("qemu-system-x86", "qemu-system-x86_64 boots x86_64 kernels"),
         pkg(
-            "qemu-system-arm",
+            packages::QEMU_SYSTEM_X86,
+            "qemu-system-x86_64 boots x86_64 kernels",
+        ),
+        pkg(
+            packages::QEMU_SYSTEM_ARM,
             "qemu-system-aarch64 and qemu-system-arm boot ARM kernels",
         ),
-        pkg("kmod", "depmod: a Debian kernel's modules.dep"),
-        pkg("openssh-server", "sshd: the guest's trial channel"),
+        pkg(packages::KMOD, "depmod: a Debian kernel's modules.dep"),
+        pkg(packages::OPENSSH_SERVER, "sshd: the guest's trial channel"),
         pkg(
-            "openssh-client",
+            packages::OPENSSH_CLIENT,
             "ssh into the guest; ssh-keygen: the lab's keys",
         ),
         pkg(
-            "apt",
+            packages::APT,
             "apt-get download of kernels and busybox (private state)",
         ),
-        pkg("dpkg", "dpkg-deb -x unpacks them"),
-        pkg("libc-bin", "ldd: the libraries the guest needs"),
+        pkg(packages::DPKG, "dpkg-deb -x unpacks them"),
+        pkg(packages::LIBC_BIN, "ldd: the libraries the guest needs"),
         pkg(
-            "xz-utils",
+            packages::XZ_UTILS,
             "xz: a kernel's compressed modules (Debian's from 6.12)",
         ),
-        pkg("zstd", "zstd: modules compressed with zstd"),
-        pkg("gzip", "gzip: modules compressed with gzip"),
+        pkg(packages::ZSTD, "zstd: modules compressed with zstd"),
+        pkg(packages::GZIP, "gzip: modules compressed with gzip"),
     ],
 };
 
@@ -303,7 +315,7 @@ pub const KERNEL_BUILD: Group = Group {
     name: "kernel build",
     packages: &[
         pkg("gcc", "compiles the kernel"),
-        pkg("make", "its build"),
+        pkg(packages::MAKE, "its build"),
         pkg("flex", "the kernel's Kconfig and dtc lexers"),
         pkg("bison", "the kernel's Kconfig parser"),
         pkg("bc", "the kernel's build computes timer constants with it"),
@@ -312,21 +324,24 @@ pub const KERNEL_BUILD: Group = Group {
             "objtool (x86_64's ORC unwinder) reads ELF with it",
         ),
         pkg("libssl-dev", "the kernel's certificate tools build with it"),
-        pkg("xz-utils", "the source tarball is .tar.xz"),
+        pkg(packages::XZ_UTILS, "the source tarball is .tar.xz"),
     ],
 };
 
 /// Reading the lab's initramfs back in its writer's test.
 pub const CPIO: Group = Group {
     name: "cpio",
-    packages: &[pkg("cpio", "the initramfs writer's test lists its archive")],
+    packages: &[pkg(
+        packages::CPIO,
+        "the initramfs writer's test lists its archive",
+    )],
 };
 
 /// Running board binaries on this machine, for function (never timing).
 pub const QEMU_USER: Group = Group {
     name: "qemu-user",
     packages: &[pkg(
-        "qemu-user",
+        packages::QEMU_USER,
         "qemu-aarch64 and qemu-arm run the board binaries and their unit tests",
     )],
 };
@@ -346,122 +361,10 @@ pub const ZIGBUILD: Group = Group {
 pub const PYTHON: Group = Group {
     name: "python3",
     packages: &[pkg(
-        "python3-minimal",
+        packages::PYTHON3_MINIMAL,
         "python3: zig's private environment; the LAVA lab's services",
     )],
 };
-
-/// Programs the product and the automation start that no test fixture
-/// does, with their packages (the fixtures' are in `xrunbench-programs`).
-pub mod started {
-    use xrunbench_programs::Program;
-
-    /// The VM lab's aarch64 machine.
-    pub const QEMU_AARCH64_SYSTEM: Program = Program {
-        name: "qemu-system-aarch64",
-        package: "qemu-system-arm",
-    };
-    /// The VM lab's armv7 machine.
-    pub const QEMU_ARM_SYSTEM: Program = Program {
-        name: "qemu-system-arm",
-        package: "qemu-system-arm",
-    };
-    /// Decompresses a kernel's modules for the guest (`.ko.xz`).
-    pub const XZ: Program = Program {
-        name: "xz",
-        package: "xz-utils",
-    };
-    /// The same for `.ko.zst`.
-    pub const ZSTD: Program = Program {
-        name: "zstd",
-        package: "zstd",
-    };
-    /// The same for `.ko.gz`.
-    pub const GZIP: Program = Program {
-        name: "gzip",
-        package: "gzip",
-    };
-    /// A kernel's modules.dep.
-    pub const DEPMOD: Program = Program {
-        name: "depmod",
-        package: "kmod",
-    };
-    /// Reads the lab's initramfs back (its writer's test).
-    pub const CPIO: Program = Program {
-        name: "cpio",
-        package: "cpio",
-    };
-    /// The reference player.
-    pub const APLAY: Program = Program {
-        name: "aplay",
-        package: "alsa-utils",
-    };
-    /// The reference load generator.
-    pub const HACKBENCH: Program = Program {
-        name: "hackbench",
-        package: "rt-tests",
-    };
-    /// The reference latency measurement.
-    pub const CYCLICTEST: Program = Program {
-        name: "cyclictest",
-        package: "rt-tests",
-    };
-    /// Ends the test's CPU hog on time.
-    pub const TIMEOUT: Program = Program {
-        name: "timeout",
-        package: "coreutils",
-    };
-    /// The bisect test's `git bisect run`.
-    pub const GIT: Program = Program {
-        name: "git",
-        package: "git",
-    };
-    /// Unpacks the board's packages into the sysroot.
-    pub const DPKG: Program = Program {
-        name: "dpkg",
-        package: "dpkg",
-    };
-    /// Reads the machine's apt proxy settings.
-    pub const APT_CONFIG: Program = Program {
-        name: "apt-config",
-        package: "apt",
-    };
-    /// The linker rustc runs for aarch64.
-    pub const AARCH64_GCC: Program = Program {
-        name: "aarch64-linux-gnu-gcc",
-        package: "gcc-aarch64-linux-gnu",
-    };
-    /// The linker rustc runs for armv7.
-    pub const ARMV7_GCC: Program = Program {
-        name: "arm-linux-gnueabihf-gcc",
-        package: "gcc-arm-linux-gnueabihf",
-    };
-    /// Runs aarch64 board binaries.
-    pub const QEMU_AARCH64: Program = Program {
-        name: "qemu-aarch64",
-        package: "qemu-user",
-    };
-    /// Runs armv7 board binaries.
-    pub const QEMU_ARM: Program = Program {
-        name: "qemu-arm",
-        package: "qemu-user",
-    };
-    /// Takes the JUnit XSD out of pytest's source archive.
-    pub const TAR: Program = Program {
-        name: "tar",
-        package: "tar",
-    };
-    /// Builds the lab's kernels (`lab source`).
-    pub const MAKE: Program = Program {
-        name: "make",
-        package: "make",
-    };
-    /// Validates the JUnit files against the XSD.
-    pub const XMLLINT: Program = Program {
-        name: "xmllint",
-        package: "libxml2-utils",
-    };
-}
 
 /// What one command installs before it starts, and what it starts.
 #[derive(Debug)]
@@ -538,12 +441,12 @@ pub const RUN_SSH_PREBUILT: Needs = Needs {
 /// board binaries' libraries).
 pub const LAB_GUEST_PROGRAMS: &[Program] = &[
     programs::QEMU_X86,
-    started::QEMU_AARCH64_SYSTEM,
-    started::QEMU_ARM_SYSTEM,
-    started::DEPMOD,
-    started::XZ,
-    started::ZSTD,
-    started::GZIP,
+    programs::QEMU_AARCH64_SYSTEM,
+    programs::QEMU_ARM_SYSTEM,
+    programs::DEPMOD,
+    programs::XZ,
+    programs::ZSTD,
+    programs::GZIP,
     programs::SSH_KEYGEN,
     programs::LDD,
 ];
@@ -564,7 +467,7 @@ pub const RUN_VM: Needs = Needs {
 pub const LAB_KERNEL: Needs = Needs {
     command: "lab kernel",
     groups: &[&LAB],
-    starts: &[&[programs::DPKG_DEB, programs::APT_CACHE, started::DEPMOD]],
+    starts: &[&[programs::DPKG_DEB, programs::APT_CACHE, programs::DEPMOD]],
 };
 
 /// `cargo xtask lab source`: the lab's apt state, and a kernel build.
@@ -574,9 +477,9 @@ pub const LAB_SOURCE: Needs = Needs {
     starts: &[&[
         programs::DPKG_DEB,
         programs::APT_CACHE,
-        started::GIT,
-        started::TAR,
-        started::MAKE,
+        programs::GIT,
+        programs::TAR,
+        programs::MAKE,
         programs::SH,
     ]],
 };
@@ -614,11 +517,11 @@ pub const BOARD_BUILD: Needs = Needs {
         &PYTHON,
     ],
     starts: &[&[
-        started::DPKG,
-        started::APT_CONFIG,
+        programs::DPKG,
+        programs::APT_CONFIG,
         programs::APT_CACHE,
-        started::AARCH64_GCC,
-        started::ARMV7_GCC,
+        programs::AARCH64_GCC,
+        programs::ARMV7_GCC,
         programs::PYTHON3,
     ]],
 };
