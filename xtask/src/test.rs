@@ -101,7 +101,8 @@ fn lint_steps() -> Result<()> {
 
 /// `cargo xtask lint`: installs what clippy needs, then lints.
 pub fn lint(_args: &LintArgs) -> Result<ExitCode> {
-    if let Err(e) = deps::ensure(&crate::needs::LINT).and_then(|()| deps::ensure_rust_components())
+    if let Err(e) =
+        deps::ensure(&crate::needs::LINT).and_then(|()| crate::needs::ensure_rust_components())
     {
         return Ok(e.report());
     }
@@ -123,7 +124,7 @@ pub fn board_arches() -> Vec<Arch> {
 pub fn run(args: &TestArgs) -> Result<ExitCode> {
     let targets: Vec<&str> = board_arches().iter().map(|a| a.rust_target()).collect();
     if let Err(e) = deps::ensure(&crate::needs::TEST)
-        .and_then(|()| deps::ensure_rust_components())
+        .and_then(|()| crate::needs::ensure_rust_components())
         .and_then(|()| deps::ensure_rust_targets(&targets))
     {
         return Ok(e.report());
@@ -622,8 +623,8 @@ pub fn board_test(args: &BoardTestArgs) -> Result<ExitCode> {
         out: None,
         glibc: Some("2.28".parse().expect("a version")),
     };
-    if let Err(e) =
-        board::build::install(&request).and_then(|()| deps::ensure_groups(&[&deps::QEMU_USER]))
+    if let Err(e) = board::build::install(&request)
+        .and_then(|()| deps::ensure_groups(&[&crate::needs::QEMU_USER]))
     {
         return Ok(e.report());
     }

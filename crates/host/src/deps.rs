@@ -5,12 +5,12 @@
 //! The packages live in named [`Group`]s, each package once with its
 //! reason; a command's [`Needs`] composes the groups it needs and names the
 //! programs it starts (from `xrunbench-programs`' table, which also names
-//! the packages that provide them).
-//! The automation's own lists (`cargo xtask lint`, `test`, `bench`) are in
-//! xtask, whose tests tie every list to the programs each command starts
-//! and to the code that starts them.
+//! the packages that provide them). The automation's own lists and groups
+//! (`cargo xtask lint`, `test`, `bench`) are in xtask, whose tests tie
+//! every list to the programs each command starts and to the code that
+//! starts them.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode, Stdio};
 
 use xrunbench_programs::{packages, programs, Program};
@@ -38,7 +38,7 @@ pub struct Group {
 
 /// The package `name` (from [`packages`] when it provides a program
 /// started by name), needed for `why`.
-const fn pkg(name: &'static str, why: &'static str) -> Package {
+pub const fn pkg(name: &'static str, why: &'static str) -> Package {
     Package { name, why }
 }
 
@@ -56,81 +56,6 @@ pub const BUILD: Group = Group {
 pub const PLAYER_RUNTIME: Group = Group {
     name: "player runtime",
     packages: &[pkg("libasound2", "xrun-player links libasound.so.2")],
-};
-
-/// Building the player's cpal hosts (all player features): what the
-/// `jack-sys` and `pipewire-sys`/`libspa-sys` build scripts look for.
-pub const CPAL_HOSTS: Group = Group {
-    name: "cpal host headers",
-    packages: &[
-        pkg(
-            "libjack-jackd2-dev",
-            "jack-sys (player feature cpal-jack) finds jack.pc",
-        ),
-        pkg(
-            "libpipewire-0.3-dev",
-            "pipewire-sys (player feature cpal-pipewire) binds libpipewire",
-        ),
-        pkg(
-            "libspa-0.2-dev",
-            "headers the PipeWire bindings are generated from",
-        ),
-        pkg("clang", "bindgen finds the system headers with it"),
-        pkg("libclang-dev", "bindgen parses the PipeWire headers"),
-    ],
-};
-
-/// A real clocked ALSA PCM without a sound card: a JACK dummy server and
-/// alsa-lib's `jack` plugin (`plug:jack`).
-pub const JACK_PCM: Group = Group {
-    name: "JACK test PCM",
-    packages: &[
-        pkg(packages::JACKD2, "jackd (dummy backend) and jack_lsp"),
-        pkg("libasound2-plugins", "the ALSA `jack` PCM plugin"),
-    ],
-};
-
-/// A null-sink PulseAudio server for cpal's PulseAudio host.
-pub const PULSEAUDIO: Group = Group {
-    name: "PulseAudio",
-    packages: &[
-        pkg(packages::PULSEAUDIO, "the null-sink server"),
-        pkg(
-            packages::PULSEAUDIO_UTILS,
-            "pactl (readiness) and the keepalive pacat",
-        ),
-    ],
-};
-
-/// A PipeWire server with a null sink for cpal's PipeWire host. Not
-/// `pipewire-alsa` nor `pipewire-pulse`: they conflict with `pulseaudio`
-/// on Debian 12, and nothing routes ALSA or Pulse clients through
-/// PipeWire here.
-pub const PIPEWIRE: Group = Group {
-    name: "PipeWire",
-    packages: &[
-        pkg(packages::PIPEWIRE_BIN, "the pipewire server and pw-cli"),
-        pkg(packages::WIREPLUMBER, "links streams to the null sink"),
-        pkg(
-            packages::DBUS_DAEMON,
-            "dbus-run-session: WirePlumber's private session bus",
-        ),
-    ],
-};
-
-/// The reference player the benchmarks and tests compare with.
-pub const APLAY: Group = Group {
-    name: "reference player",
-    packages: &[pkg(packages::ALSA_UTILS, "aplay")],
-};
-
-/// The reference load generator.
-pub const RT_TESTS: Group = Group {
-    name: "reference load",
-    packages: &[pkg(
-        packages::RT_TESTS,
-        "hackbench and cyclictest (/usr/bin/hackbench, /usr/bin/cyclictest)",
-    )],
 };
 
 /// Essential packages (always installed on Debian), listed so that the
@@ -155,69 +80,6 @@ pub const SSH_CLIENT: Group = Group {
         packages::OPENSSH_CLIENT,
         "ssh: the board's connection; ssh-keygen: the test board's keys",
     )],
-};
-
-/// The test board: a private sshd on 127.0.0.1 (the system's is never
-/// started).
-pub const SSH_SERVER: Group = Group {
-    name: "SSH test board",
-    packages: &[pkg(packages::OPENSSH_SERVER, "sshd: the tests' SSH board")],
-};
-
-/// What the LAVA test needs from apt: lava-dispatcher's Python modules
-/// (lava-dispatcher itself is not installed — it conflicts with a
-/// backported qemu — but downloaded and unpacked into the test's cache,
-/// with `apt-get download` and `dpkg-deb -x`).
-pub const LAVA_DISPATCHER: Group = Group {
-    name: "LAVA dispatcher (its Python modules)",
-    packages: &[
-        pkg("python3-jinja2", "lava-run; renders the device dictionary"),
-        pkg("python3-pexpect", "lava-run"),
-        pkg("python3-requests", "lava-run"),
-        pkg("python3-configobj", "lava-run"),
-        pkg("python3-setproctitle", "lava-run"),
-        pkg("python3-tz", "lava-run"),
-        pkg("python3-magic", "lava-run"),
-        pkg("python3-netifaces", "lava-run"),
-        pkg("python3-pyudev", "lava-run"),
-        pkg("python3-voluptuous", "lava-run"),
-        pkg("python3-yaml", "lava-run"),
-        pkg(
-            "curl",
-            "the LAVA test definition downloads the board binaries",
-        ),
-    ],
-};
-
-/// The suite's private LAVA lab (test-support's `lava_lab`): its
-/// database server. LAVA itself and the Python modules it imports are
-/// unpacked into the suite's cache, never installed.
-pub const LAVA_LAB: Group = Group {
-    name: "LAVA lab",
-    packages: &[pkg(
-        "postgresql-15",
-        "initdb, pg_ctl, createdb: the lab's private database",
-    )],
-};
-
-/// Checking JUnit files against the JUnit XSD (the one Jenkins' xUnit
-/// plugin ships; the test takes pytest's copy from its PyPI source).
-pub const JUNIT_VALIDATOR: Group = Group {
-    name: "JUnit validator",
-    packages: &[
-        pkg(
-            packages::LIBXML2_UTILS,
-            "xmllint --schema validates the JUnit file",
-        ),
-        pkg(
-            "python3-pip",
-            "pip download: the JUnit XSD in pytest's sources",
-        ),
-        pkg(
-            packages::TAR,
-            "takes the XSD out of pytest's source archive",
-        ),
-    ],
 };
 
 /// Git, which the bisect test drives.
@@ -326,24 +188,6 @@ pub const KERNEL_BUILD: Group = Group {
         pkg("libssl-dev", "the kernel's certificate tools build with it"),
         pkg(packages::XZ_UTILS, "the source tarball is .tar.xz"),
     ],
-};
-
-/// Reading the lab's initramfs back in its writer's test.
-pub const CPIO: Group = Group {
-    name: "cpio",
-    packages: &[pkg(
-        packages::CPIO,
-        "the initramfs writer's test lists its archive",
-    )],
-};
-
-/// Running board binaries on this machine, for function (never timing).
-pub const QEMU_USER: Group = Group {
-    name: "qemu-user",
-    packages: &[pkg(
-        packages::QEMU_USER,
-        "qemu-aarch64 and qemu-arm run the board binaries and their unit tests",
-    )],
 };
 
 /// `board build --glibc`: cargo-zigbuild and zig, from pip, in a private
@@ -675,53 +519,6 @@ fn apt_install(packages: &[&str]) -> anyhow::Result<()> {
     )
 }
 
-/// The rustup components `cargo xtask lint` runs.
-const RUST_COMPONENTS: [(&str, &str); 2] = [("clippy", "clippy"), ("fmt", "rustfmt")];
-
-/// Makes sure `cargo clippy` and `cargo fmt` exist: a minimal rustup
-/// profile (e.g. the official Rust images) has neither. Adding them with
-/// rustup needs no root; without rustup, the user is told what to do.
-pub fn ensure_rust_components() -> Result<(), DepsError> {
-    let missing: Vec<&str> = RUST_COMPONENTS
-        .iter()
-        .filter(|(sub, _)| {
-            !crate::util::cargo()
-                .args([sub, "--version"])
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .status()
-                .is_ok_and(|s| s.success())
-        })
-        .map(|(_, component)| *component)
-        .collect();
-    if missing.is_empty() {
-        return Ok(());
-    }
-    let advice = format!("rustup component add {}", missing.join(" "));
-    let has_rustup = Command::new("rustup")
-        .arg("--version")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success());
-    if !has_rustup {
-        return Err(DepsError::Missing {
-            what: format!("Rust components ({})", missing.join(" ")),
-            advice,
-        });
-    }
-    crate::say!(": {advice}");
-    run_checked(
-        Command::new("rustup")
-            .args(["component", "add"])
-            .args(&missing),
-    )
-    .map_err(|source| DepsError::Install {
-        what: format!("Rust components ({})", missing.join(" ")),
-        source,
-    })
-}
-
 /// Makes sure the standard library of each Rust target is installed
 /// (`rustup target add`, no root needed); without rustup, the user is told
 /// what to do.
@@ -742,11 +539,18 @@ pub fn ensure_rust_targets(targets: &[&str]) -> Result<(), DepsError> {
             |t| !matches!(&sysroot, Some(s) if s.join("lib/rustlib").join(t).join("lib").is_dir()),
         )
         .collect();
+    rustup_add("target", &missing, Some(&crate::util::workspace_root()))
+}
+
+/// Adds the Rust `kind`s (`component`, `target`) in `missing` with
+/// `rustup <kind> add` (no root needed), run in `dir` when given; without
+/// rustup, fails with that command for the user to run.
+pub fn rustup_add(kind: &str, missing: &[&str], dir: Option<&Path>) -> Result<(), DepsError> {
     if missing.is_empty() {
         return Ok(());
     }
-    let what = format!("Rust targets ({})", missing.join(" "));
-    let advice = format!("rustup target add {}", missing.join(" "));
+    let what = format!("Rust {kind}s ({})", missing.join(" "));
+    let advice = format!("rustup {kind} add {}", missing.join(" "));
     let has_rustup = Command::new("rustup")
         .arg("--version")
         .stdout(Stdio::null())
@@ -757,57 +561,17 @@ pub fn ensure_rust_targets(targets: &[&str]) -> Result<(), DepsError> {
         return Err(DepsError::Missing { what, advice });
     }
     crate::say!(": {advice}");
-    run_checked(
-        Command::new("rustup")
-            .args(["target", "add"])
-            .args(&missing)
-            .current_dir(crate::util::workspace_root()),
-    )
-    .map_err(|source| DepsError::Install { what, source })
+    let mut rustup = Command::new("rustup");
+    rustup.args([kind, "add"]).args(missing);
+    if let Some(dir) = dir {
+        rustup.current_dir(dir);
+    }
+    run_checked(&mut rustup).map_err(|source| DepsError::Install { what, source })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    const ALL_GROUPS: &[&Group] = &[
-        &BUILD,
-        &PLAYER_RUNTIME,
-        &CPAL_HOSTS,
-        &JACK_PCM,
-        &PULSEAUDIO,
-        &PIPEWIRE,
-        &APLAY,
-        &RT_TESTS,
-        &BASE,
-        &GIT,
-        &SSH_CLIENT,
-        &SSH_SERVER,
-        &CROSS_AARCH64,
-        &CROSS_ARMV7,
-        &BOARD_SYSROOT,
-        &QEMU_USER,
-        &ZIGBUILD,
-        &PYTHON,
-        &LAVA_DISPATCHER,
-        &LAVA_LAB,
-        &JUNIT_VALIDATOR,
-    ];
-
-    #[test]
-    fn each_package_has_one_home_and_a_reason() {
-        let mut seen: Vec<(&str, &str)> = Vec::new();
-        for g in ALL_GROUPS {
-            assert!(!g.packages.is_empty(), "group {} is empty", g.name);
-            for p in g.packages {
-                assert!(!p.why.is_empty(), "{} has no reason", p.name);
-                if let Some((_, other)) = seen.iter().find(|(n, _)| *n == p.name) {
-                    panic!("{} is in both `{other}` and `{}`", p.name, g.name);
-                }
-                seen.push((p.name, g.name));
-            }
-        }
-    }
 
     #[test]
     fn run_installs_only_the_build_prerequisites() {
@@ -882,17 +646,12 @@ mod tests {
     fn packages_come_once_in_group_order() {
         let needs = Needs {
             command: "x",
-            groups: &[&BUILD, &JACK_PCM, &BUILD],
+            groups: &[&BUILD, &PLAYER_RUNTIME, &BUILD],
             starts: &[],
         };
         assert_eq!(
             needs.package_names(),
-            [
-                "pkg-config",
-                "libasound2-dev",
-                "jackd2",
-                "libasound2-plugins"
-            ]
+            ["pkg-config", "libasound2-dev", "libasound2"]
         );
     }
 
@@ -926,10 +685,10 @@ mod tests {
 
     #[test]
     fn missing_packages_exit_2_with_the_command_in_the_message() {
-        let missing = vec!["pkg-config", "jackd2"];
+        let missing = vec!["pkg-config", "dash"];
         let needs = Needs {
             command: "x",
-            groups: &[&BUILD, &PULSEAUDIO, &JACK_PCM],
+            groups: &[&BUILD, &SSH_CLIENT, &BASE],
             starts: &[],
         };
         let Action::Advise(advice) = decide(missing.clone(), false) else {
@@ -941,8 +700,8 @@ mod tests {
         };
         assert_eq!(
             e.to_string(),
-            "missing Debian packages (build, JACK test PCM); run:\n  \
-             sudo apt-get update && sudo apt-get install -y --no-install-recommends pkg-config jackd2"
+            "missing Debian packages (build, base tools); run:\n  \
+             sudo apt-get update && sudo apt-get install -y --no-install-recommends pkg-config dash"
         );
         assert_eq!(e.report(), ExitCode::from(EXIT_MISSING));
     }
