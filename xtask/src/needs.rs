@@ -582,7 +582,7 @@ mod tests {
             vec![&BENCH_MICRO]
         } else if rel.starts_with("xtask/src/bench/lava") {
             vec![&BENCH_LAVA]
-        } else if rel == "crates/host/src/board/qemu.rs" {
+        } else if rel == "xtask/src/qemu_user.rs" {
             // The emulator runs only in the suite's board stage.
             vec![&TEST]
         } else if rel.starts_with("crates/host/src/board/")

@@ -9,11 +9,12 @@ use std::process::ExitCode;
 
 use anyhow::{bail, Context, Result};
 
-use xrunbench_host::board::{self, arch::Arch, build::Request, elf::GlibcVersion, qemu};
+use xrunbench_host::board::{self, arch::Arch, build::Request, elf::GlibcVersion};
 use xrunbench_host::deps;
 use xrunbench_host::util::{cargo, run_checked};
 use xrunbench_test_support::skip;
 
+use crate::qemu_user;
 use crate::session_dirs::SessionDirs;
 
 /// Arguments of `cargo xtask test`.
@@ -677,7 +678,7 @@ fn board_stage(arches: &[Arch], stage: Stage) -> Result<Vec<String>> {
         if stage == Stage::BuildOnly {
             failed.extend(outcome(
                 &format!("{arch} board crates' unit tests built"),
-                qemu::build_unit_tests(&built, &scratch),
+                qemu_user::build_unit_tests(&built, &scratch),
             ));
             failed.extend(outcome(
                 &format!("{arch} Debian's kernel fetched"),
@@ -700,13 +701,13 @@ fn board_stage(arches: &[Arch], stage: Stage) -> Result<Vec<String>> {
                     b.arch, bin.spec.name, bin.size, bin.spec.budget
                 );
             }
-            for (name, result) in qemu::smoke(b, &scratch)? {
+            for (name, result) in qemu_user::smoke(b, &scratch)? {
                 failed.extend(outcome(&name, result));
             }
         }
         failed.extend(outcome(
             &format!("{arch} board crates' unit tests under qemu"),
-            qemu::unit_tests(&built, &scratch),
+            qemu_user::unit_tests(&built, &scratch),
         ));
         for b in &built {
             failed.extend(outcome(
@@ -897,7 +898,7 @@ fn older_glibc_check(arches: &[Arch], scratch: &std::path::Path, stage: Stage) -
             anyhow::ensure!(needs <= glibc, "{} needs glibc {needs}", bin.spec.name);
         }
         for b in &built {
-            for (check, result) in qemu::smoke(b, scratch)? {
+            for (check, result) in qemu_user::smoke(b, scratch)? {
                 result.with_context(|| check)?;
             }
         }

@@ -6,7 +6,6 @@ pub mod arch;
 pub mod build;
 pub mod check;
 pub mod elf;
-pub mod qemu;
 pub mod sysroot;
 mod zig;
 
