@@ -9,6 +9,7 @@ mod bench;
 mod fuzz;
 mod lanes;
 mod needs;
+mod qemu_user;
 mod session_dirs;
 mod soak;
 mod test;

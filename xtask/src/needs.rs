@@ -1,28 +1,209 @@
 //! What the automation installs (`cargo xtask lint`, `test`, `bench …`)
 //! and what it starts, in the product's terms (`xrunbench_lab::deps`:
-//! packages in groups, a command's [`Needs`]); and the tests that tie every
-//! command's list, the product's and the automation's, to the programs
-//! each one starts and to the code that starts them. They live here
-//! because only the workspace's automation sees all three: the product's
-//! lists, the test fixtures' servers and board, and every source file.
+//! packages in groups, a command's [`Needs`]): the groups only the
+//! automation installs, and the rustup components the lint runs; and the
+//! tests that tie every command's list, the product's and the
+//! automation's, to the programs each one starts and to the code that
+//! starts them. They live here because only the workspace's automation
+//! sees all three: the product's lists, the test fixtures' servers and
+//! board, and every source file.
+
+use std::process::Stdio;
 
 use xrunbench_lab::deps::{
-    started, Needs, APLAY, BASE, BOARD_SYSROOT, BUILD, CPAL_HOSTS, CPIO, CROSS_AARCH64,
-    CROSS_ARMV7, GIT, JACK_PCM, JUNIT_VALIDATOR, KERNEL_BUILD, LAB, LAB_GUEST_PROGRAMS,
-    LAVA_DISPATCHER, LAVA_LAB, PIPEWIRE, PULSEAUDIO, PYTHON, QEMU_USER, RT_TESTS, SSH_CLIENT,
-    SSH_SERVER, ZIGBUILD,
+    pkg, rustup_add, DepsError, Group, Needs, BASE, BOARD_SYSROOT, BUILD, CROSS_AARCH64,
+    CROSS_ARMV7, GIT, KERNEL_BUILD, LAB, LAB_GUEST_PROGRAMS, PYTHON, SSH_CLIENT, ZIGBUILD,
 };
-use xrunbench_programs::programs;
+use xrunbench_programs::{packages, programs};
 use xrunbench_test_support::lava_lab::LavaLab;
 use xrunbench_test_support::servers::{JackServer, PipeWireServer, PulseServer};
 use xrunbench_test_support::testboard::TestBoard;
+
+/// Building the player's cpal hosts (all player features): what the
+/// `jack-sys` and `pipewire-sys`/`libspa-sys` build scripts look for.
+pub const CPAL_HOSTS: Group = Group {
+    name: "cpal host headers",
+    packages: &[
+        pkg(
+            "libjack-jackd2-dev",
+            "jack-sys (player feature cpal-jack) finds jack.pc",
+        ),
+        pkg(
+            "libpipewire-0.3-dev",
+            "pipewire-sys (player feature cpal-pipewire) binds libpipewire",
+        ),
+        pkg(
+            "libspa-0.2-dev",
+            "headers the PipeWire bindings are generated from",
+        ),
+        pkg("clang", "bindgen finds the system headers with it"),
+        pkg("libclang-dev", "bindgen parses the PipeWire headers"),
+    ],
+};
+
+/// A real clocked ALSA PCM without a sound card: a JACK dummy server and
+/// alsa-lib's `jack` plugin (`plug:jack`).
+pub const JACK_PCM: Group = Group {
+    name: "JACK test PCM",
+    packages: &[
+        pkg(packages::JACKD2, "jackd (dummy backend) and jack_lsp"),
+        pkg("libasound2-plugins", "the ALSA `jack` PCM plugin"),
+    ],
+};
+
+/// A null-sink PulseAudio server for cpal's PulseAudio host.
+pub const PULSEAUDIO: Group = Group {
+    name: "PulseAudio",
+    packages: &[
+        pkg(packages::PULSEAUDIO, "the null-sink server"),
+        pkg(
+            packages::PULSEAUDIO_UTILS,
+            "pactl (readiness) and the keepalive pacat",
+        ),
+    ],
+};
+
+/// A PipeWire server with a null sink for cpal's PipeWire host. Not
+/// `pipewire-alsa` nor `pipewire-pulse`: they conflict with `pulseaudio`
+/// on Debian 12, and nothing routes ALSA or Pulse clients through
+/// PipeWire here.
+pub const PIPEWIRE: Group = Group {
+    name: "PipeWire",
+    packages: &[
+        pkg(packages::PIPEWIRE_BIN, "the pipewire server and pw-cli"),
+        pkg(packages::WIREPLUMBER, "links streams to the null sink"),
+        pkg(
+            packages::DBUS_DAEMON,
+            "dbus-run-session: WirePlumber's private session bus",
+        ),
+    ],
+};
+
+/// The reference player the benchmarks and tests compare with.
+pub const APLAY: Group = Group {
+    name: "reference player",
+    packages: &[pkg(packages::ALSA_UTILS, "aplay")],
+};
+
+/// The reference load generator.
+pub const RT_TESTS: Group = Group {
+    name: "reference load",
+    packages: &[pkg(
+        packages::RT_TESTS,
+        "hackbench and cyclictest (/usr/bin/hackbench, /usr/bin/cyclictest)",
+    )],
+};
+
+/// The test board: a private sshd on 127.0.0.1 (the system's is never
+/// started).
+pub const SSH_SERVER: Group = Group {
+    name: "SSH test board",
+    packages: &[pkg(packages::OPENSSH_SERVER, "sshd: the tests' SSH board")],
+};
+
+/// What the LAVA test needs from apt: lava-dispatcher's Python modules
+/// (lava-dispatcher itself is not installed — it conflicts with a
+/// backported qemu — but downloaded and unpacked into the test's cache,
+/// with `apt-get download` and `dpkg-deb -x`).
+pub const LAVA_DISPATCHER: Group = Group {
+    name: "LAVA dispatcher (its Python modules)",
+    packages: &[
+        pkg("python3-jinja2", "lava-run; renders the device dictionary"),
+        pkg("python3-pexpect", "lava-run"),
+        pkg("python3-requests", "lava-run"),
+        pkg("python3-configobj", "lava-run"),
+        pkg("python3-setproctitle", "lava-run"),
+        pkg("python3-tz", "lava-run"),
+        pkg("python3-magic", "lava-run"),
+        pkg("python3-netifaces", "lava-run"),
+        pkg("python3-pyudev", "lava-run"),
+        pkg("python3-voluptuous", "lava-run"),
+        pkg("python3-yaml", "lava-run"),
+        pkg(
+            "curl",
+            "the LAVA test definition downloads the board binaries",
+        ),
+    ],
+};
+
+/// The suite's private LAVA lab (test-support's `lava_lab`): its
+/// database server. LAVA itself and the Python modules it imports are
+/// unpacked into the suite's cache, never installed.
+pub const LAVA_LAB: Group = Group {
+    name: "LAVA lab",
+    packages: &[pkg(
+        "postgresql-15",
+        "initdb, pg_ctl, createdb: the lab's private database",
+    )],
+};
+
+/// Checking JUnit files against the JUnit XSD (the one Jenkins' xUnit
+/// plugin ships; the test takes pytest's copy from its PyPI source).
+pub const JUNIT_VALIDATOR: Group = Group {
+    name: "JUnit validator",
+    packages: &[
+        pkg(
+            packages::LIBXML2_UTILS,
+            "xmllint --schema validates the JUnit file",
+        ),
+        pkg(
+            "python3-pip",
+            "pip download: the JUnit XSD in pytest's sources",
+        ),
+        pkg(
+            packages::TAR,
+            "takes the XSD out of pytest's source archive",
+        ),
+    ],
+};
+
+/// Reading the lab's initramfs back in its writer's test.
+pub const CPIO: Group = Group {
+    name: "cpio",
+    packages: &[pkg(
+        packages::CPIO,
+        "the initramfs writer's test lists its archive",
+    )],
+};
+
+/// Running board binaries on this machine, for function (never timing).
+pub const QEMU_USER: Group = Group {
+    name: "qemu-user",
+    packages: &[pkg(
+        packages::QEMU_USER,
+        "qemu-aarch64 and qemu-arm run the board binaries and their unit tests",
+    )],
+};
+
+/// The rustup components `cargo xtask lint` runs: (cargo subcommand,
+/// component).
+const RUST_COMPONENTS: [(&str, &str); 2] = [("clippy", "clippy"), ("fmt", "rustfmt")];
+
+/// Makes sure `cargo clippy` and `cargo fmt` exist: a minimal rustup
+/// profile (e.g. the official Rust images) has neither. Adding them with
+/// rustup needs no root; without rustup, the user is told what to do.
+pub fn ensure_rust_components() -> Result<(), DepsError> {
+    let missing: Vec<&str> = RUST_COMPONENTS
+        .iter()
+        .filter(|(sub, _)| {
+            !xrunbench_lab::util::cargo()
+                .args([sub, "--version"])
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .status()
+                .is_ok_and(|s| s.success())
+        })
+        .map(|(_, component)| *component)
+        .collect();
+    rustup_add("component", &missing, None)
+}
 
 /// `cargo xtask bench player`: xrun-player (default features) and aplay on
 /// a hinted `plug` over a JACK dummy server.
 pub const BENCH_PLAYER: Needs = Needs {
     command: "bench player",
     groups: &[&BUILD, &JACK_PCM, &APLAY, &BASE],
-    starts: &[JackServer::PROGRAMS, &[started::APLAY]],
+    starts: &[JackServer::PROGRAMS, &[programs::APLAY]],
 };
 
 /// `cargo xtask bench hackbench`: ours (no system library) against
@@ -30,7 +211,7 @@ pub const BENCH_PLAYER: Needs = Needs {
 pub const BENCH_HACKBENCH: Needs = Needs {
     command: "bench hackbench",
     groups: &[&RT_TESTS],
-    starts: &[&[started::HACKBENCH]],
+    starts: &[&[programs::HACKBENCH]],
 };
 
 /// `cargo xtask bench monitor`: our monitor (no system library) against
@@ -38,7 +219,7 @@ pub const BENCH_HACKBENCH: Needs = Needs {
 pub const BENCH_MONITOR: Needs = Needs {
     command: "bench monitor",
     groups: &[&RT_TESTS],
-    starts: &[&[started::CYCLICTEST, started::HACKBENCH]],
+    starts: &[&[programs::CYCLICTEST, programs::HACKBENCH]],
 };
 
 /// `cargo xtask bench micro`: criterion benchmarks of the player (built
@@ -103,12 +284,12 @@ pub const TEST: Needs = Needs {
         TestBoard::PROGRAMS,
         LavaLab::PROGRAMS,
         LAB_GUEST_PROGRAMS,
-        &[started::CPIO],
+        &[programs::CPIO],
         &[
-            started::APLAY,
-            started::HACKBENCH,
-            started::TIMEOUT,
-            started::GIT,
+            programs::APLAY,
+            programs::HACKBENCH,
+            programs::TIMEOUT,
+            programs::GIT,
             programs::TASKSET,
             programs::CHRT,
             programs::SH,
@@ -116,19 +297,19 @@ pub const TEST: Needs = Needs {
         // The board stage: both board architectures built, the older-glibc
         // build for aarch64, all run under qemu.
         &[
-            started::DPKG,
-            started::APT_CONFIG,
+            programs::DPKG,
+            programs::APT_CONFIG,
             programs::APT_CACHE,
-            started::AARCH64_GCC,
-            started::ARMV7_GCC,
+            programs::AARCH64_GCC,
+            programs::ARMV7_GCC,
             programs::PYTHON3,
-            started::QEMU_AARCH64,
-            started::QEMU_ARM,
+            programs::QEMU_AARCH64,
+            programs::QEMU_ARM,
         ],
         // The board-farm tests: LAVA's lava-run, the JUnit validator.
-        &[programs::DPKG_DEB, started::TAR, started::XMLLINT],
+        &[programs::DPKG_DEB, programs::TAR, programs::XMLLINT],
         // The kernel bisected: its tree (`lab source`) and builds.
-        &[started::MAKE],
+        &[programs::MAKE],
     ],
 };
 
@@ -139,8 +320,8 @@ mod tests {
 
     use xrunbench_lab::board::arch::Arch;
     use xrunbench_lab::deps::{
-        for_board_build, BOARD_BUILD, LAB_SOURCE, RUN, RUN_PREBUILT, RUN_SSH, RUN_SSH_PREBUILT,
-        RUN_VM,
+        for_board_build, BOARD_BUILD, LAB_SOURCE, PLAYER_RUNTIME, RUN, RUN_PREBUILT, RUN_SSH,
+        RUN_SSH_PREBUILT, RUN_VM,
     };
     use xrunbench_programs::Program;
 
@@ -163,6 +344,28 @@ mod tests {
         &LINT,
         &TEST,
     ];
+
+    /// Each package is in one group, with its reason: the groups `test`
+    /// installs (every list's but the prebuilt player's runtime) and that
+    /// runtime. Only the VM lab's and the kernel build's groups may repeat
+    /// another's package: each is the whole toolset of its own commands.
+    #[test]
+    fn each_package_has_one_home_and_a_reason() {
+        let mut seen: Vec<(&str, &str)> = Vec::new();
+        for g in TEST.groups.iter().copied().chain([&PLAYER_RUNTIME]) {
+            assert!(!g.packages.is_empty(), "group {} is empty", g.name);
+            for p in g.packages {
+                assert!(!p.why.is_empty(), "{} has no reason", p.name);
+                if g.name == LAB.name || g.name == KERNEL_BUILD.name {
+                    continue;
+                }
+                if let Some((_, other)) = seen.iter().find(|(n, _)| *n == p.name) {
+                    panic!("{} is in both `{other}` and `{}`", p.name, g.name);
+                }
+                seen.push((p.name, g.name));
+            }
+        }
+    }
 
     #[test]
     fn only_test_installs_sound_servers() {
@@ -193,7 +396,7 @@ mod tests {
                 assert!(test.contains(&p.name), "the board stage lacks {}", p.name);
             }
         }
-        assert!(test.contains(&"qemu-user"));
+        assert!(test.contains(&packages::QEMU_USER));
     }
 
     #[test]
@@ -379,7 +582,7 @@ mod tests {
             vec![&BENCH_MICRO]
         } else if rel.starts_with("xtask/src/bench/lava") {
             vec![&BENCH_LAVA]
-        } else if rel == "crates/host/src/board/qemu.rs" {
+        } else if rel == "xtask/src/qemu_user.rs" {
             // The emulator runs only in the suite's board stage.
             vec![&TEST]
         } else if rel.starts_with("crates/host/src/board/")

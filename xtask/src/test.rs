@@ -9,11 +9,12 @@ use std::process::ExitCode;
 
 use anyhow::{bail, Context, Result};
 
-use xrunbench_lab::board::{self, arch::Arch, build::Request, elf::GlibcVersion, qemu};
+use xrunbench_lab::board::{self, arch::Arch, build::Request, elf::GlibcVersion};
 use xrunbench_lab::deps;
 use xrunbench_lab::util::{cargo, run_checked};
 use xrunbench_test_support::skip;
 
+use crate::qemu_user;
 use crate::session_dirs::SessionDirs;
 
 /// Arguments of `cargo xtask test`.
@@ -101,7 +102,8 @@ fn lint_steps() -> Result<()> {
 
 /// `cargo xtask lint`: installs what clippy needs, then lints.
 pub fn lint(_args: &LintArgs) -> Result<ExitCode> {
-    if let Err(e) = deps::ensure(&crate::needs::LINT).and_then(|()| deps::ensure_rust_components())
+    if let Err(e) =
+        deps::ensure(&crate::needs::LINT).and_then(|()| crate::needs::ensure_rust_components())
     {
         return Ok(e.report());
     }
@@ -123,7 +125,7 @@ pub fn board_arches() -> Vec<Arch> {
 pub fn run(args: &TestArgs) -> Result<ExitCode> {
     let targets: Vec<&str> = board_arches().iter().map(|a| a.rust_target()).collect();
     if let Err(e) = deps::ensure(&crate::needs::TEST)
-        .and_then(|()| deps::ensure_rust_components())
+        .and_then(|()| crate::needs::ensure_rust_components())
         .and_then(|()| deps::ensure_rust_targets(&targets))
     {
         return Ok(e.report());
@@ -622,8 +624,8 @@ pub fn board_test(args: &BoardTestArgs) -> Result<ExitCode> {
         out: None,
         glibc: Some("2.28".parse().expect("a version")),
     };
-    if let Err(e) =
-        board::build::install(&request).and_then(|()| deps::ensure_groups(&[&deps::QEMU_USER]))
+    if let Err(e) = board::build::install(&request)
+        .and_then(|()| deps::ensure_groups(&[&crate::needs::QEMU_USER]))
     {
         return Ok(e.report());
     }
@@ -676,7 +678,7 @@ fn board_stage(arches: &[Arch], stage: Stage) -> Result<Vec<String>> {
         if stage == Stage::BuildOnly {
             failed.extend(outcome(
                 &format!("{arch} board crates' unit tests built"),
-                qemu::build_unit_tests(&built, &scratch),
+                qemu_user::build_unit_tests(&built, &scratch),
             ));
             failed.extend(outcome(
                 &format!("{arch} Debian's kernel fetched"),
@@ -699,13 +701,13 @@ fn board_stage(arches: &[Arch], stage: Stage) -> Result<Vec<String>> {
                     b.arch, bin.spec.name, bin.size, bin.spec.budget
                 );
             }
-            for (name, result) in qemu::smoke(b, &scratch)? {
+            for (name, result) in qemu_user::smoke(b, &scratch)? {
                 failed.extend(outcome(&name, result));
             }
         }
         failed.extend(outcome(
             &format!("{arch} board crates' unit tests under qemu"),
-            qemu::unit_tests(&built, &scratch),
+            qemu_user::unit_tests(&built, &scratch),
         ));
         for b in &built {
             failed.extend(outcome(
@@ -896,7 +898,7 @@ fn older_glibc_check(arches: &[Arch], scratch: &std::path::Path, stage: Stage) -
             anyhow::ensure!(needs <= glibc, "{} needs glibc {needs}", bin.spec.name);
         }
         for b in &built {
-            for (check, result) in qemu::smoke(b, scratch)? {
+            for (check, result) in qemu_user::smoke(b, scratch)? {
                 result.with_context(|| check)?;
             }
         }

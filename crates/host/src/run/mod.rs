@@ -28,7 +28,8 @@ use anyhow::Result;
 use xrunbench_schema::trial::{AudioInput, TrialRecord};
 
 use self::plan::PlannedTrial;
-use self::scenario::{Scenario, SshTarget};
+use self::scenario::lava::LavaTargetArgs;
+use self::scenario::{Scenario, ScenarioFile, SshTarget};
 use self::session::{Session, SessionArgs, SetupError, TrialEnd};
 use crate::results::{default_results_root, Outcome, RunDir, RunWriter};
 use xrunbench_lab::signals;
@@ -240,11 +241,7 @@ pub fn run(args: &RunArgs) -> Result<ExitCode> {
         .clone()
         .unwrap_or_else(default_results_root);
     if let Some(lab) = args.lava.or_scenario(&scenario) {
-        if let Err(refused) = lab_run_checks(args, &scenario) {
-            return Ok(bad_input(&refused));
-        }
-        let label = args.label.as_deref();
-        return crate::lava::submit::run(&lab, &file, &scenario, &gates, label, &results_root);
+        return run_on_lab(args, &lab, &file, &scenario, &gates, &results_root);
     }
     // Building the binaries (which validation needs: it asks xrun-trial)
     // needs the build prerequisites; the scenario itself was checked above.
@@ -421,6 +418,23 @@ fn write_summary(out: &RunWriter, dir: &RunDir, outcome: &Outcome) -> Result<()>
     let text = summary::render_text(&summary);
     print!("{text}");
     out.summary(&text, &summary)
+}
+
+/// `run` on a LAVA lab: refused before any job is submitted when the
+/// options or the scenario cannot go to a lab.
+fn run_on_lab(
+    args: &RunArgs,
+    lab: &LavaTargetArgs,
+    file: &ScenarioFile,
+    scenario: &Scenario,
+    gates: &[crate::gate::Gate],
+    results_root: &Path,
+) -> Result<ExitCode> {
+    if let Err(refused) = lab_run_checks(args, scenario) {
+        return Ok(bad_input(&refused));
+    }
+    let label = args.label.as_deref();
+    crate::lava::submit::run(lab, file, scenario, gates, label, results_root)
 }
 
 /// What a LAVA lab's run refuses before any job is submitted: a second

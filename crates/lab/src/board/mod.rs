@@ -5,6 +5,5 @@
 pub mod arch;
 pub mod build;
 pub mod elf;
-pub mod qemu;
 pub mod sysroot;
 mod zig;

@@ -11,13 +11,12 @@ use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, ensure, Context, Result};
+use xrunbench_lab::board::arch::Arch;
+use xrunbench_lab::board::build::{cross_env, Built, BOARD_CRATES};
+use xrunbench_lab::util::{cargo, run_checked};
 use xrunbench_schema::player::{EndReason, PlayerReport};
 use xrunbench_schema::probe::{Probe, PROBE_SCHEMA};
 use xrunbench_schema::trial::ToneSpec;
-
-use super::arch::Arch;
-use super::build::{cross_env, Built, BOARD_CRATES};
-use crate::util::{cargo, run_checked};
 
 /// An ALSA configuration with one PCM, `null` (hinted, so that device
 /// listing shows it). The machine's own configuration loads plugin hooks
