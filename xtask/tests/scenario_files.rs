@@ -61,8 +61,7 @@ fn every_invalid_scenario_fails_with_its_message_and_exit_2() {
 /// guests' boots, read-backs and trials are `vm_lab`'s (`vm = { debian
 /// }` configurations, one guest each, in one run).
 fn boots_guests(p: &Path) -> bool {
-    let (_, s) =
-        xrunbench_host::run::scenario::load(p).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
+    let (_, s) = xrunbench_scenario::load(p).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
     let Some(vm) = s.target.as_ref().and_then(|t| t.vm.as_ref()) else {
         return false;
     };

@@ -137,13 +137,13 @@ fn wav_header(data: &[u8]) {
 }
 
 fn scenario(text: &str) {
-    use xrunbench_host::run::scenario;
+    use xrunbench_scenario as scenario;
     let path = Path::new("fuzz.toml");
     match scenario::parse(path, text).and_then(|f| scenario::resolve(path, &f)) {
         Ok(s) => {
             // What the runner derives from it must not panic either.
             let names: Vec<String> = s.configs.iter().map(|c| c.name.clone()).collect();
-            let _ = xrunbench_host::run::plan::make_plan(&names, s.trials.min(50), s.order);
+            let _ = xrunbench_scenario::plan::make_plan(&names, s.trials.min(50), s.order);
         }
         Err(e) => one_line(&e.0),
     }

@@ -16,11 +16,13 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use crate::run::scenario::{self, Scenario, SshTarget, DEFAULT_BOOT_TIMEOUT, DEFAULT_RETRIES};
-use crate::run::units::Span;
 use crate::target::hooks::{Hook, HookOutcome};
 use crate::target::Ssh;
 use xrunbench_lab::signals;
+use xrunbench_scenario::units::Span;
+use xrunbench_scenario::{
+    self as scenario, Scenario, SshTarget, DEFAULT_BOOT_TIMEOUT, DEFAULT_RETRIES,
+};
 
 /// The exit status of `deploy` that means "this commit cannot be built".
 pub const HOOK_SKIP: i32 = 125;
@@ -303,6 +305,19 @@ mod tests {
 
     fn tree() -> tempfile::TempDir {
         tempfile::tempdir().unwrap()
+    }
+
+    #[test]
+    fn a_lava_target_s_deploy_keys_come_from_its_target_table() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("board-job.yaml"), "device_type: qemu\n").unwrap();
+        let p = dir.path().join("s.toml");
+        let text = "name = \"x\"\n[audio]\ngenerate = {}\n[[config]]\nname = \"a\"\n\
+                    [target]\nlava = { url = \"https://lava.example.org/\", job = \"board-job.yaml\" }\n\
+                    deploy = \"./publish.sh\"\nretries = 1\n";
+        let s = scenario::resolve(&p, &scenario::parse(&p, text).unwrap()).unwrap();
+        let d = Deploy::resolve(&s, &DeployArgs::default(), dir.path()).unwrap();
+        assert_eq!((d.command.as_deref(), d.retries), (Some("./publish.sh"), 1));
     }
 
     #[test]

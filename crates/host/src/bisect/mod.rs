@@ -40,8 +40,9 @@ use self::rule::Rule;
 use self::step::{Goal, StepSpec, EXIT_ABORT, EXIT_INTERRUPTED, EXIT_SKIP};
 use crate::compare::metrics::Metric;
 use crate::results::{default_results_root, RunDir};
-use crate::run::{scenario, TargetArgs};
+use crate::run::TargetArgs;
 use xrunbench_lab::signals;
+use xrunbench_scenario as scenario;
 
 /// Arguments of `cargo xtask bisect`.
 #[derive(clap::Args, Debug)]
@@ -82,7 +83,7 @@ pub struct BisectArgs {
     /// Or each step's trials as jobs of a LAVA lab (the job file's
     /// `${XRUNBENCH_COMMIT}` replaced by the step's commit).
     #[command(flatten)]
-    pub lava: crate::run::scenario::lava::LavaTargetArgs,
+    pub lava: xrunbench_scenario::lava::LavaTargetArgs,
     /// What the step may run on the host and where it may connect, as
     /// `bisect-run` read it at the start (default: as the baseline's
     /// run.json recorded its scenario); a commit whose scenario changes it

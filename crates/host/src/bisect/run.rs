@@ -56,9 +56,10 @@ use crate::compare::export::{exporter, Format};
 use crate::compare::metrics::Metric;
 use crate::compare::table::Significance;
 use crate::results::{default_results_root, LoadError, RunDir};
-use crate::run::{scenario, TargetArgs};
+use crate::run::TargetArgs;
 use xrunbench_lab::signals;
 use xrunbench_lab::util::git_out;
+use xrunbench_scenario as scenario;
 
 /// Culprit named and confirmed.
 const EXIT_CONFIRMED: u8 = 0;
@@ -127,7 +128,7 @@ pub struct BisectRunArgs {
     /// Or each step's trials as jobs of a LAVA lab (the job file's
     /// `${XRUNBENCH_COMMIT}` replaced by the step's commit).
     #[command(flatten)]
-    pub lava: crate::run::scenario::lava::LavaTargetArgs,
+    pub lava: xrunbench_scenario::lava::LavaTargetArgs,
 }
 
 /// Why the bisection ended without a culprit to report.

@@ -23,12 +23,12 @@ use super::deploy::{self, BoardEnd, Deploy, HOOK_SKIP};
 use super::rule::{Decision, Look, Rule};
 use crate::compare::metrics::Metric;
 use crate::results::{Outcome, RunManifest, RunWriter};
-use crate::run::plan::PlannedTrial;
-use crate::run::scenario::{Scenario, ScenarioFile};
 use crate::run::session::{Session, SessionArgs, SetupError, TrialEnd};
 use crate::target::hooks::{Hook, HookOutcome};
 use xrunbench_lab::signals;
 use xrunbench_lab::util::git_out;
+use xrunbench_scenario::plan::PlannedTrial;
+use xrunbench_scenario::{Scenario, ScenarioFile};
 
 /// git bisect: good.
 pub const EXIT_GOOD: u8 = 0;
@@ -86,7 +86,7 @@ pub struct StepSpec {
     /// The deployment.
     pub deploy: Deploy,
     /// A LAVA lab to run the trials on, as jobs, instead of the board.
-    pub lava: Option<crate::run::scenario::lava::LavaTargetArgs>,
+    pub lava: Option<xrunbench_scenario::lava::LavaTargetArgs>,
     /// The run directory goes to `<root>/<group>/<stamp>-<label>`.
     pub root: PathBuf,
     /// See `root`.

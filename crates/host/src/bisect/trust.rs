@@ -20,8 +20,8 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use super::deploy::DeployArgs;
-use crate::run::scenario::lava::LavaTargetArgs;
-use crate::run::scenario::Scenario;
+use xrunbench_scenario::lava::LavaTargetArgs;
+use xrunbench_scenario::Scenario;
 
 /// The largest job file whose contents are held to the bisection's start;
 /// a LAVA job definition is a few KB.
@@ -87,7 +87,7 @@ impl Default for HostHooks {
             lab: None,
             deploy: None,
             expect_kernel: None,
-            retries: crate::run::scenario::DEFAULT_RETRIES,
+            retries: xrunbench_scenario::DEFAULT_RETRIES,
         }
     }
 }
@@ -115,7 +115,7 @@ impl HostHooks {
             expect_kernel: commands.expect_kernel,
             retries: commands
                 .retries
-                .unwrap_or(crate::run::scenario::DEFAULT_RETRIES),
+                .unwrap_or(xrunbench_scenario::DEFAULT_RETRIES),
         }
     }
 
@@ -310,8 +310,8 @@ fn differing_keys(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::run::scenario::{self, LavaSpec, TargetSpec};
     use xrunbench_lab::lab::vm::VmSpec;
+    use xrunbench_scenario::{self as scenario, LavaSpec, TargetSpec};
 
     const HEAD: &str =
         "name = \"t\"\nduration = \"1s\"\n[audio]\ngenerate = {}\n[[config]]\nname = \"a\"\n";

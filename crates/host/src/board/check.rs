@@ -17,10 +17,11 @@ use xrunbench_schema::probe::{CheckReport, Probe};
 use xrunbench_schema::trial::AudioInput;
 use xrunbench_schema::Backend;
 
-use crate::run::plan::PlannedTrial;
-use crate::run::scenario::{self, AudioSource, Scenario};
-use crate::run::{session, spec, validate, TargetArgs};
+use crate::run::{session, TargetArgs};
 use xrunbench_lab::signals;
+use xrunbench_scenario::plan::PlannedTrial;
+use xrunbench_scenario::{self as scenario, AudioSource, Scenario};
+use xrunbench_scenario::{spec, validate};
 
 /// Arguments of `cargo xtask board check`.
 #[derive(clap::Args, Debug)]

@@ -19,7 +19,7 @@ use xrunbench_schema::metrics::Metric;
 use crate::compare::table::{self, Significance, Stat};
 use crate::compare::ALPHA;
 use crate::results::RunDir;
-pub use crate::run::scenario::gate::{limits, resolve, Gate, GateSpec, GateTable};
+pub use xrunbench_scenario::gate::{limits, resolve, Gate, GateSpec, GateTable};
 
 /// A gate's verdict on a run.
 #[derive(Debug, Clone, PartialEq)]
@@ -134,7 +134,19 @@ pub fn all_pass(verdicts: &[Verdict]) -> bool {
 mod tests {
     use super::*;
     use crate::results::testing;
-    use crate::run::scenario::gate::tests::{gates_of, BASE};
+    use std::path::Path;
+    use xrunbench_scenario as scenario;
+
+    const BASE: &str =
+        "name = \"g\"\n[audio]\ngenerate = {}\n[[config]]\nname = \"base\"\n[[config]]\nname = \"fifo-80\"\n";
+
+    /// The gates of a scenario with [`BASE`]'s two configurations.
+    fn gates_of(text: &str) -> Vec<Gate> {
+        let p = Path::new("g.toml");
+        let file = scenario::parse(p, text).unwrap();
+        let s = scenario::resolve(p, &file).unwrap();
+        resolve(p, &file, &s).unwrap()
+    }
 
     fn run_with(base: &[f64], new: &[f64]) -> (tempfile::TempDir, RunDir) {
         let root = tempfile::tempdir().unwrap();
@@ -160,8 +172,7 @@ mod tests {
     fn limits_and_the_significance_test_decide() {
         let gates = gates_of(&format!(
             "{BASE}[gate.\"fifo-80\"]\nmax-gap = {{ max = 3, worse_than_baseline = false }}\n"
-        ))
-        .unwrap();
+        ));
         // Clearly worse (every trial above every baseline trial) and above
         // the limit: both fail.
         let (_r, run) = run_with(&[0.0, 1.0, 0.0, 1.0, 0.0], &[6.0, 7.0, 8.0, 6.0, 9.0]);
@@ -178,8 +189,7 @@ mod tests {
         // allows far more.
         let gates = gates_of(&format!(
             "{BASE}[gate.\"fifo-80\"]\nmax-gap = {{ worse_by_percent = 100000 }}\n"
-        ))
-        .unwrap();
+        ));
         let (_r, run) = run_with(&[1.0, 1.1, 1.2, 1.0, 1.1], &[6.0, 7.0, 8.0, 6.0, 9.0]);
         assert!(all_pass(&judge(&gates, &run, "base")));
     }

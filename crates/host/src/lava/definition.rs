@@ -17,9 +17,9 @@ use xrunbench_schema::gate::{GateSet, GATES_SCHEMA};
 use xrunbench_schema::trial::AudioInput;
 
 use crate::gate::{self, Gate};
-use crate::run::plan::{make_plan, PlannedTrial};
-use crate::run::scenario::{AudioSource, Scenario, ScenarioFile};
-use crate::run::spec::trial_spec;
+use xrunbench_scenario::plan::{make_plan, PlannedTrial};
+use xrunbench_scenario::spec::trial_spec;
+use xrunbench_scenario::{AudioSource, Scenario, ScenarioFile};
 
 /// The format line LAVA requires in `metadata`.
 pub const FORMAT: &str = "Lava-Test Test Definition 1.0";

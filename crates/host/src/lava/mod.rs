@@ -16,7 +16,7 @@ use std::process::ExitCode;
 
 use anyhow::{Context, Result};
 
-use crate::run::scenario;
+use xrunbench_scenario as scenario;
 
 /// Exit code for bad input.
 const EXIT_BAD_INPUT: u8 = 2;

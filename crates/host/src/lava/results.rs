@@ -30,9 +30,9 @@ use xrunbench_schema::trial::{TrialId, TrialRecord};
 
 use super::definition::{DOC_END_LINE, DOC_LINE};
 use crate::results::{default_results_root, Outcome, RunDir, RunManifest, RunWriter, RUN_SCHEMA};
-use crate::run::plan::{make_plan, PlannedTrial};
-use crate::run::scenario::{self, Scenario, ScenarioFile};
 use crate::target::bounded::REPORT_MAX;
+use xrunbench_scenario::plan::{make_plan, PlannedTrial};
+use xrunbench_scenario::{self as scenario, Scenario, ScenarioFile};
 
 /// Exit code for bad input.
 const EXIT_BAD_INPUT: u8 = 2;

@@ -30,7 +30,7 @@ use serde::de::DeserializeOwned;
 use serde::Deserialize;
 use xrunbench_schema::doc::one_line;
 
-use crate::run::scenario::lava::lab_url;
+use xrunbench_scenario::lava::lab_url;
 
 /// How long to wait for a TCP (and TLS) connection to the server.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);

@@ -37,9 +37,9 @@ use super::definition::{script, test_minutes};
 use super::results::{parse_log, write_run, Brought};
 use super::server::{Job, JobHealth, JobState, Server, ServerError, Token};
 use crate::gate::Gate;
-use crate::run::plan::{make_plan, PlannedTrial};
-use crate::run::scenario::lava::{LavaTargetArgs, TOKEN_ENV};
-use crate::run::scenario::{Scenario, ScenarioFile};
+use xrunbench_scenario::lava::{LavaTargetArgs, TOKEN_ENV};
+use xrunbench_scenario::plan::{make_plan, PlannedTrial};
+use xrunbench_scenario::{Scenario, ScenarioFile};
 
 /// The environment variable holding the lab's API token when no
 /// In the job file, replaced by a bisect step's commit (the deploy
@@ -786,7 +786,7 @@ fn pairs(n: usize) -> impl Iterator<Item = (usize, usize)> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::run::scenario;
+    use xrunbench_scenario as scenario;
 
     #[test]
     fn a_labs_device_state_and_health_are_shown_escaped() {

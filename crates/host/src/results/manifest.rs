@@ -7,8 +7,8 @@ use std::process::Command;
 use serde::{Deserialize, Serialize};
 use xrunbench_schema::trial::MachineFingerprint;
 
-use crate::run::plan::PlannedTrial;
-use crate::run::scenario::{Scenario, ScenarioFile};
+use xrunbench_scenario::plan::PlannedTrial;
+use xrunbench_scenario::{Scenario, ScenarioFile};
 
 /// Schema of [`RunManifest`].
 pub const RUN_SCHEMA: &str = "xrunbench.run/1";

@@ -274,7 +274,7 @@ mod tests {
     use super::*;
     use crate::results::testing::{manifest, trial, write_run};
     use crate::results::{Outcome, RunWriter, RunnerInfo};
-    use crate::run::{plan, scenario};
+    use xrunbench_scenario::{self as scenario, plan};
 
     #[test]
     fn a_manifest_reads_back_as_written() {

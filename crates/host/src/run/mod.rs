@@ -11,13 +11,8 @@
 //! again) → the target's staged files removed, its link closed → summary
 //! and comparison.
 
-pub mod plan;
-pub mod scenario;
 pub mod session;
-pub mod spec;
 pub mod summary;
-pub mod units;
-pub mod validate;
 
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
@@ -27,12 +22,12 @@ use std::time::{Duration, Instant};
 use anyhow::Result;
 use xrunbench_schema::trial::{AudioInput, TrialRecord};
 
-use self::plan::PlannedTrial;
-use self::scenario::lava::LavaTargetArgs;
-use self::scenario::{Scenario, ScenarioFile, SshTarget};
 use self::session::{Session, SessionArgs, SetupError, TrialEnd};
 use crate::results::{default_results_root, Outcome, RunDir, RunWriter};
 use xrunbench_lab::signals;
+use xrunbench_scenario::lava::LavaTargetArgs;
+use xrunbench_scenario::plan::PlannedTrial;
+use xrunbench_scenario::{self as scenario, plan, validate, Scenario, ScenarioFile, SshTarget};
 
 /// Exit code for bad input (scenario, options).
 const EXIT_BAD_INPUT: u8 = 2;
@@ -77,7 +72,7 @@ pub struct RunArgs {
     pub target: TargetArgs,
     /// Or a LAVA lab to run on.
     #[command(flatten)]
-    pub lava: crate::run::scenario::lava::LavaTargetArgs,
+    pub lava: xrunbench_scenario::lava::LavaTargetArgs,
 }
 
 /// Where the trials run, from the command line: a board over SSH.
@@ -737,6 +732,23 @@ mod tests {
     fn quickstart() -> Scenario {
         let p = xrunbench_lab::util::workspace_root().join("scenarios/quickstart.toml");
         scenario::load(&p).unwrap().1
+    }
+
+    #[test]
+    fn a_board_given_on_the_command_line_keeps_the_file_s_trial_timeout() {
+        let p = std::path::Path::new("s.toml");
+        let text = "name = \"x\"\n[audio]\ngenerate = {}\n[[config]]\nname = \"a\"\n\
+                    [target]\ntrial_timeout = \"30s\"\n";
+        let mut s = scenario::resolve(p, &scenario::parse(p, text).unwrap()).unwrap();
+        let args = TargetArgs {
+            target: Some("root@127.0.0.1".into()),
+            ssh_options: vec![],
+        };
+        args.apply(&mut s).unwrap();
+        assert_eq!(
+            s.target.unwrap().trial_timeout,
+            xrunbench_scenario::units::Span::from_secs(30)
+        );
     }
 
     #[test]

@@ -18,13 +18,13 @@ use xrunbench_schema::probe::{CheckedKnob, Probe};
 use xrunbench_schema::trial::{AudioInput, MachineFingerprint, TrialOutcome, TrialRecord};
 use xrunbench_schema::Backend;
 
-use super::plan::PlannedTrial;
-use super::scenario::{AudioSource, Scenario, ScenarioFile, SshTarget};
-use super::{spec, validate};
 use crate::results::{LostTrial, RunManifest, RunWriter, RunnerInfo, RUN_SCHEMA};
 use crate::target::{binaries, Guests, Local, Ssh, Target, TrialRun};
 use xrunbench_lab::lab::vm::VmSettings;
 use xrunbench_lab::signals;
+use xrunbench_scenario::plan::PlannedTrial;
+use xrunbench_scenario::{guests_of, AudioSource, Scenario, ScenarioFile, SshTarget};
+use xrunbench_scenario::{spec, validate};
 
 /// Why a session could not be opened.
 #[derive(Debug)]
@@ -110,7 +110,7 @@ pub fn open_target(s: &Scenario, bin_dir: Option<PathBuf>) -> Result<Box<dyn Tar
         };
         let timeout = s
             .local_trial_timeout
-            .unwrap_or_else(|| super::scenario::default_trial_timeout(s.duration, s.warmup));
+            .unwrap_or_else(|| xrunbench_scenario::default_trial_timeout(s.duration, s.warmup));
         return Ok(Box::new(Local::new(&dir, timeout.to_std())?));
     };
     if let Some(vm) = &t.vm {
@@ -139,29 +139,6 @@ pub fn open_target(s: &Scenario, bin_dir: Option<PathBuf>) -> Result<Box<dyn Tar
     let dir = binaries::for_arch(&arch, bin_dir, &features)?;
     deploy(&mut ssh, &dir)?;
     Ok(Box::new(ssh))
-}
-
-/// The VM lab's guests a run of `s` needs: one per distinct kernel and
-/// command line its configurations boot (`vm` for those that name
-/// neither), and which one each configuration runs on.
-pub fn guests_of(s: &Scenario, vm: &VmSettings) -> (Vec<VmSettings>, BTreeMap<String, usize>) {
-    let mut guests: Vec<VmSettings> = Vec::new();
-    let mut of_config = BTreeMap::new();
-    for c in &s.configs {
-        let g = c.vm_of(vm);
-        let i = match guests.iter().position(|x| *x == g) {
-            Some(i) => i,
-            None => {
-                guests.push(g);
-                guests.len() - 1
-            }
-        };
-        of_config.insert(c.name.clone(), i);
-    }
-    if guests.is_empty() {
-        guests.push(vm.clone());
-    }
-    (guests, of_config)
 }
 
 /// Guest `vm` booted for the board `t`, connected, the binaries of `dir`
@@ -605,7 +582,7 @@ pub enum TrialEnd {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::run::scenario;
+    use xrunbench_scenario as scenario;
 
     #[test]
     fn a_record_of_another_kernel_boot_or_architecture_is_refused() {

@@ -413,10 +413,10 @@ mod tests {
             v["player"] = Value::Null;
         });
         let mut m = manifest(&["a", "b"]);
-        m.plan = crate::run::plan::make_plan(
+        m.plan = xrunbench_scenario::plan::make_plan(
             &["a".into(), "b".into()],
             2,
-            crate::run::scenario::Order::Interleaved,
+            xrunbench_scenario::Order::Interleaved,
         );
         let dir = write_run(root.path(), &m, &[measured("a", 1, 1.0, |_| {}), failed]);
         let dir = RunDir::read(&dir).unwrap();

@@ -36,10 +36,10 @@ use xrunbench_schema::probe::Probe;
 
 use super::hooks;
 use super::{last, run_to_end, Target, Unreachable, PID_MARKER};
-use crate::run::scenario::SshTarget;
 use xrunbench_lab::board::arch::Arch;
 use xrunbench_lab::board::build::BINARIES;
 use xrunbench_lab::signals;
+use xrunbench_scenario::SshTarget;
 
 /// Keep-alive interval when neither the user's ssh config nor the target's
 /// options set one, s.
@@ -180,7 +180,7 @@ impl Ssh {
             options.push(path_option("UserKnownHostsFile", k)?);
         }
         for o in &settings.options {
-            crate::run::scenario::check_option(o).map_err(|m| anyhow!("ssh option {m}"))?;
+            xrunbench_scenario::check_option(o).map_err(|m| anyhow!("ssh option {m}"))?;
             options.push(o.clone());
         }
         let view = ssh_view(&options, &settings.destination)?;

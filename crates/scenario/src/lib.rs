@@ -1,3 +1,6 @@
+//! A scenario: the file the user writes, what it resolves to, the plan of
+//! its trials and the trial spec each becomes, and its checks.
+//!
 //! The scenario file: what the user writes (TOML, every table closed with
 //! `deny_unknown_fields`), and the resolved form the runner executes (each
 //! configuration with its `[audio]` and `[load]` overrides merged and every
@@ -14,8 +17,12 @@ pub use xrunbench_schema::trial::KnobSpec;
 mod file;
 pub mod gate;
 pub mod lava;
+pub mod plan;
 mod resolve;
+pub mod spec;
 mod target;
+pub mod units;
+pub mod validate;
 
 pub use file::*;
 pub use resolve::*;
@@ -60,7 +67,7 @@ fn load_text(path: &Path, text: &str) -> Result<(ScenarioFile, Scenario), Scenar
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::run::units::Span;
+    use crate::units::Span;
     use xrunbench_schema::Priority;
 
     fn parse_str(text: &str) -> Result<Scenario, String> {
@@ -85,14 +92,6 @@ mod tests {
             "{MIN}[target]\ntrial_timeout = \"30s\"\nport = 22\n"
         ));
         assert!(e.unwrap_err().contains("target.ssh: missing"));
-        // A board given on the command line keeps the file's timeout.
-        let mut s = s;
-        let args = crate::run::TargetArgs {
-            target: Some("root@127.0.0.1".into()),
-            ssh_options: vec![],
-        };
-        args.apply(&mut s).unwrap();
-        assert_eq!(s.target.unwrap().trial_timeout, Span::from_secs(30));
     }
 
     #[test]
@@ -389,14 +388,6 @@ mod tests {
             Some("http://127.0.0.1:8000/")
         );
         assert!(none.or_scenario(&parse_str(MIN).unwrap()).is_none());
-        // bisect's deploy keys come from the lab's [target].
-        let d = crate::bisect::deploy::Deploy::resolve(
-            &s,
-            &crate::bisect::deploy::DeployArgs::default(),
-            dir.path(),
-        )
-        .unwrap();
-        assert_eq!((d.command.as_deref(), d.retries), (Some("./publish.sh"), 1));
     }
 
     #[test]

@@ -11,7 +11,7 @@ use xrunbench_schema::trial::{HackbenchArgs, HackbenchMode, HackbenchTransport, 
 use xrunbench_schema::{Backend, CpalHost, CpuList, Priority};
 
 use super::*;
-use crate::run::units::Span;
+use crate::units::Span;
 
 /// Default trials per configuration.
 pub const DEFAULT_TRIALS: u32 = 3;
@@ -178,6 +178,35 @@ impl Config {
         }
         vm
     }
+}
+
+/// The VM lab's guests a run of `s` needs: one per distinct kernel and
+/// command line its configurations boot (`vm` for those that name
+/// neither), and which one each configuration runs on.
+pub fn guests_of(
+    s: &Scenario,
+    vm: &xrunbench_lab::lab::vm::VmSettings,
+) -> (
+    Vec<xrunbench_lab::lab::vm::VmSettings>,
+    std::collections::BTreeMap<String, usize>,
+) {
+    let mut guests: Vec<xrunbench_lab::lab::vm::VmSettings> = Vec::new();
+    let mut of_config = std::collections::BTreeMap::new();
+    for c in &s.configs {
+        let g = c.vm_of(vm);
+        let i = match guests.iter().position(|x| *x == g) {
+            Some(i) => i,
+            None => {
+                guests.push(g);
+                guests.len() - 1
+            }
+        };
+        of_config.insert(c.name.clone(), i);
+    }
+    if guests.is_empty() {
+        guests.push(vm.clone());
+    }
+    (guests, of_config)
 }
 
 impl Scenario {

@@ -1,6 +1,6 @@
 //! `[gate]`: the pass/fail criteria a scenario declares for CI, as written
 //! and resolved against the scenario's configurations. Judging them on a
-//! run's trials is [`crate::gate`]'s.
+//! run's trials is `xrunbench_host::gate`'s.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -199,13 +199,13 @@ pub fn limits(gates: &[Gate]) -> Vec<LimitGate> {
 }
 
 #[cfg(test)]
-pub(crate) mod tests {
+mod tests {
     use super::*;
 
-    pub(crate) const BASE: &str =
+    const BASE: &str =
         "name = \"g\"\n[audio]\ngenerate = {}\n[[config]]\nname = \"base\"\n[[config]]\nname = \"fifo-80\"\n";
 
-    pub(crate) fn gates_of(text: &str) -> Result<Vec<Gate>, String> {
+    fn gates_of(text: &str) -> Result<Vec<Gate>, String> {
         let p = Path::new("g.toml");
         let file = super::super::parse(p, text).map_err(|e| e.0)?;
         let s = super::super::resolve(p, &file).map_err(|e| e.0)?;

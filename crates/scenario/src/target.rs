@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use super::*;
-use crate::run::units::Span;
+use crate::units::Span;
 
 /// Default `[target] workdir`: under the login's home.
 pub const DEFAULT_WORKDIR: &str = ".cache/xrunbench";
@@ -125,7 +125,7 @@ impl SshTarget {
 /// Default `trial_timeout` in the VM lab: six times the trial's length and
 /// two minutes (a 10 s trial took 45 s of an emulated guest's time on a
 /// busy host); under TCG it is counted in QEMU's CPU time per emulated
-/// CPU ([`crate::target::TrialClock::CpuOf`]).
+/// CPU (`TrialClock::CpuOf`).
 pub fn lab_trial_timeout(duration: Span, warmup: Span) -> Span {
     Span::from_micros(6 * (duration.as_micros() + warmup.as_micros()) + 120_000_000)
 }
@@ -171,7 +171,7 @@ pub fn check_destination(d: &str) -> Result<(), String> {
 #[derive(Debug, Clone)]
 pub struct LavaTarget {
     /// The server, the job file, devices, the token file.
-    pub lab: crate::run::scenario::lava::LavaTargetArgs,
+    pub lab: crate::lava::LavaTargetArgs,
     /// `deploy`, if given.
     pub deploy: Option<String>,
     /// `expect_kernel`, if given.
@@ -213,11 +213,11 @@ pub(super) fn resolve_lava(
             format!(
                 "a token is never written in the scenario (it is copied into every run \
                  directory): put it in a file named by `token_file`, or in ${}",
-                crate::run::scenario::lava::TOKEN_ENV
+                crate::lava::TOKEN_ENV
             ),
         ));
     }
-    crate::run::scenario::lava::check_base_url(&l.url).map_err(|m| ("lava.url", m))?;
+    crate::lava::check_base_url(&l.url).map_err(|m| ("lava.url", m))?;
     let job = host_file(&l.job, base_dir).map_err(|m| ("lava.job", m))?;
     let token_file = l
         .token_file
@@ -231,7 +231,7 @@ pub(super) fn resolve_lava(
     }
     check_step_keys(t)?;
     Ok(LavaTarget {
-        lab: crate::run::scenario::lava::LavaTargetArgs {
+        lab: crate::lava::LavaTargetArgs {
             lava: Some(l.url.trim().to_string()),
             lava_job: Some(job),
             lava_devices: devices,

@@ -10,7 +10,7 @@ use xrunbench_schema::doc::one_line;
 
 use xrunbench_schema::probe::CheckReport;
 
-use super::scenario::{AudioSource, Scenario};
+use crate::{AudioSource, Scenario};
 
 /// Applies `--only` and skips configurations meant for another kernel
 /// than `kernel_of` theirs (the target's `uname -r`). Returns the narrowed scenario
@@ -272,7 +272,7 @@ mod tests {
 
     use xrunbench_schema::trial::MachineFingerprint;
 
-    use crate::run::scenario::{parse, resolve, Scenario};
+    use crate::{parse, resolve, Scenario};
 
     /// A file that reads as `arch`'s kernel image (its boot header's
     /// magic), with a Debian-style config beside it saying `dynamic`.
@@ -369,7 +369,7 @@ mod tests {
             "[target]\nvm = { kernel = \"base/boot/vmlinuz-base\", append = \"x=1\" }\n",
         );
         let vm = s.target.as_ref().unwrap().vm.as_ref().unwrap();
-        let (guests, of) = crate::run::session::guests_of(&s, vm);
+        let (guests, of) = crate::guests_of(&s, vm);
         assert_eq!(guests.len(), 3, "{guests:#?}");
         assert_eq!(guests[0], *vm);
         assert_eq!(guests[1].append, "x=1 preempt=full");

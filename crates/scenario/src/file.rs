@@ -12,7 +12,7 @@ use xrunbench_schema::trial::{HackbenchMode, HackbenchTransport, ToneSpec};
 use xrunbench_schema::{Backend, CpalHost, CpuList, Priority};
 
 use super::*;
-use crate::run::units::Span;
+use crate::units::Span;
 
 /// The file as written.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -53,7 +53,7 @@ pub struct ScenarioFile {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub monitor: Option<MonitorSetting>,
     /// `[gate]`: pass/fail criteria for CI, per configuration and metric
-    /// (see [`crate::gate`]).
+    /// (see `xrunbench_host::gate`).
     #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
     pub gate: super::gate::GateTable,
 }

@@ -8,8 +8,8 @@ use xrunbench_schema::trial::{
     AudioInput, LoadArgs, PlayerArgs, TrialId, TrialSpec, TRIAL_SPEC_SCHEMA,
 };
 
-use super::plan::PlannedTrial;
-use super::scenario::{Audio, Config, Load, Scenario};
+use crate::plan::PlannedTrial;
+use crate::{Audio, Config, Load, Scenario};
 
 /// The player's settings of a configuration.
 pub fn player_args(a: &Audio) -> PlayerArgs {
@@ -71,7 +71,7 @@ pub fn trial_spec(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::run::scenario;
+    use crate as scenario;
     use std::path::Path;
 
     #[test]

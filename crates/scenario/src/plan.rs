@@ -2,7 +2,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::scenario::Order;
+use crate::Order;
 
 /// One trial slot.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
