@@ -826,6 +826,29 @@ mod tests {
         );
     }
 
+    /// `lava-results INPUT --scenario SCENARIO --results-dir RESULTS_DIR`.
+    fn args_into(input: PathBuf, scenario: PathBuf, results_dir: &Path) -> LavaResultsArgs {
+        LavaResultsArgs {
+            input,
+            scenario: Some(scenario),
+            results: None,
+            results_dir: Some(results_dir.to_path_buf()),
+            label: "lava".into(),
+            gate: false,
+            junit: None,
+        }
+    }
+
+    /// The run directory of scenario `synthetic` under `results_dir`.
+    fn synthetic_run(results_dir: &Path) -> PathBuf {
+        std::fs::read_dir(results_dir.join("synthetic"))
+            .unwrap()
+            .next()
+            .unwrap()
+            .unwrap()
+            .path()
+    }
+
     #[test]
     fn a_directory_of_records_becomes_a_run_with_its_gates_judged() {
         use crate::results::testing;
@@ -847,15 +870,7 @@ mod tests {
         )
         .unwrap();
         let results_dir = tmp.path().join("results");
-        let mut args = LavaResultsArgs {
-            input: records.clone(),
-            scenario: Some(scenario),
-            results: None,
-            results_dir: Some(results_dir.clone()),
-            label: "lava".into(),
-            gate: false,
-            junit: None,
-        };
+        let mut args = args_into(records.clone(), scenario, &results_dir);
         assert_eq!(
             format!("{:?}", convert(&args).unwrap()),
             format!("{:?}", ExitCode::SUCCESS)
@@ -866,12 +881,7 @@ mod tests {
             format!("{:?}", convert(&args).unwrap()),
             format!("{:?}", ExitCode::from(EXIT_GATE_FAILED))
         );
-        let run = std::fs::read_dir(results_dir.join("synthetic"))
-            .unwrap()
-            .next()
-            .unwrap()
-            .unwrap()
-            .path();
+        let run = synthetic_run(&results_dir);
         let dir = RunDir::load(&run).unwrap();
         assert_eq!(dir.configs, ["base", "new"]);
         assert_eq!(dir.records.len(), 4);
@@ -928,23 +938,10 @@ mod tests {
         )
         .unwrap();
         let results_dir = tmp.path().join("a/b/results");
-        let args = LavaResultsArgs {
-            input,
-            scenario: Some(scenario),
-            results: None,
-            results_dir: Some(results_dir.clone()),
-            label: "lava".into(),
-            gate: false,
-            junit: None,
-        };
+        let args = args_into(input, scenario, &results_dir);
         convert(&args).unwrap();
         assert!(!tmp.path().join("outside").exists());
-        let run = std::fs::read_dir(results_dir.join("synthetic"))
-            .unwrap()
-            .next()
-            .unwrap()
-            .unwrap()
-            .path();
+        let run = synthetic_run(&results_dir);
         let names: Vec<String> = std::fs::read_dir(run.join("trials"))
             .unwrap()
             .flatten()
