@@ -24,6 +24,8 @@ use xrunbench_schema::bounded::{read_json, read_regular, Limits};
 use xrunbench_schema::doc::one_line;
 
 use anyhow::{bail, Context, Result};
+use base64::engine::general_purpose::STANDARD as BASE64;
+use base64::Engine as _;
 use serde_norway::Value;
 use xrunbench_schema::gate::parse_measurement_case;
 use xrunbench_schema::trial::{TrialId, TrialRecord};
@@ -576,11 +578,12 @@ fn doc_line(msg: &str, at: usize, open: &mut OpenDocs, log: &mut JobLog) {
             return;
         }
         open.ended.insert(key.clone(), at);
-        match (decode_base64(&b64), bytes.parse::<usize>()) {
-            (Some(data), Ok(n)) if data.len() == n => {
+        // The board's `base64` lines, joined: one padded stream.
+        match (BASE64.decode(&b64), bytes.parse::<usize>()) {
+            (Ok(data), Ok(n)) if data.len() == n => {
                 log.docs.insert(key, data);
             }
-            (Some(data), Ok(n)) => log.broken.push(format!(
+            (Ok(data), Ok(n)) => log.broken.push(format!(
                 "{} has {} bytes, expected {n}",
                 doc_named(kind, name),
                 data.len()
@@ -650,59 +653,6 @@ fn untag(v: Value) -> Value {
     }
 }
 
-/// Standard base64 on one line (with padding): what a board's `base64`
-/// prints into the log, and what its `base64 -d` reads.
-pub fn encode_base64(bytes: &[u8]) -> String {
-    const A: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    let mut out = String::new();
-    for c in bytes.chunks(3) {
-        let n = (u32::from(c[0]) << 16)
-            | (u32::from(*c.get(1).unwrap_or(&0)) << 8)
-            | u32::from(*c.get(2).unwrap_or(&0));
-        for i in 0..4 {
-            if i <= c.len() {
-                out.push(A[(n >> (18 - 6 * i) & 63) as usize] as char);
-            } else {
-                out.push('=');
-            }
-        }
-    }
-    out
-}
-
-/// Standard base64 (with padding, as `base64` prints it).
-pub fn decode_base64(text: &str) -> Option<Vec<u8>> {
-    fn value(c: u8) -> Option<u32> {
-        Some(match c {
-            b'A'..=b'Z' => c - b'A',
-            b'a'..=b'z' => c - b'a' + 26,
-            b'0'..=b'9' => c - b'0' + 52,
-            b'+' => 62,
-            b'/' => 63,
-            _ => return None,
-        } as u32)
-    }
-    let bytes = text.as_bytes();
-    if bytes.len() % 4 != 0 {
-        return None;
-    }
-    let mut out = Vec::with_capacity(bytes.len() / 4 * 3);
-    for chunk in bytes.chunks(4) {
-        let pad = chunk.iter().rev().take_while(|&&c| c == b'=').count();
-        if pad > 2 {
-            return None;
-        }
-        let mut n = 0u32;
-        for &c in &chunk[..4 - pad] {
-            n = (n << 6) | value(c)?;
-        }
-        n <<= 6 * pad as u32;
-        let three = [(n >> 16) as u8, (n >> 8) as u8, n as u8];
-        out.extend_from_slice(&three[..3 - pad]);
-    }
-    Some(out)
-}
-
 /// Job logs for tests.
 #[cfg(test)]
 pub(crate) mod testing {
@@ -713,7 +663,7 @@ pub(crate) mod testing {
     pub fn doc_entries(kind: &str, name: &str, bytes: &[u8]) -> String {
         let entry =
             |msg: String| format!("{{\"dt\": \"t\", \"lvl\": \"target\", \"msg\": \"{msg}\"}}\n");
-        entry(format!("{DOC_LINE} {kind} {name} {}", encode_base64(bytes)))
+        entry(format!("{DOC_LINE} {kind} {name} {}", BASE64.encode(bytes)))
             + &entry(format!("{DOC_END_LINE} {kind} {name} {}", bytes.len()))
     }
 
@@ -752,15 +702,41 @@ mod tests {
     }
 
     #[test]
-    fn base64_decodes_what_coreutils_writes() {
-        assert_eq!(encode_base64(b"hello\n"), "aGVsbG8K");
-        assert_eq!(decode_base64(&encode_base64(b"hi")).unwrap(), b"hi");
-        assert_eq!(decode_base64("aGVsbG8K").unwrap(), b"hello\n");
-        assert_eq!(decode_base64("aGk=").unwrap(), b"hi");
-        assert_eq!(decode_base64("aA==").unwrap(), b"h");
-        assert_eq!(decode_base64("").unwrap(), b"");
-        assert!(decode_base64("aGk").is_none());
-        assert!(decode_base64("a*k=").is_none());
+    fn a_document_reads_back_as_coreutils_base64_prints_it() {
+        // `printf 'xrunbench record\n%.0s' 1 2 3 4 | base64`: lines of 76
+        // characters, the last one padded.
+        let lines = [
+            "eHJ1bmJlbmNoIHJlY29yZAp4cnVuYmVuY2ggcmVjb3JkCnhydW5iZW5jaCByZWNvcmQKeHJ1bmJl",
+            "bmNoIHJlY29yZAo=",
+        ];
+        let entry =
+            |msg: String| format!("{{\"dt\": \"t\", \"lvl\": \"target\", \"msg\": \"{msg}\"}}\n");
+        let mut log: String = lines
+            .iter()
+            .map(|l| entry(format!("{DOC_LINE} record a-1 {l}")))
+            .collect();
+        log += &entry(format!("{DOC_END_LINE} record a-1 68"));
+        // Unpadded, or not base64 at all: refused.
+        for (name, b64) in [("b-1", "aGk"), ("c-1", "a*k=")] {
+            log += &entry(format!("{DOC_LINE} record {name} {b64}"));
+            log += &entry(format!("{DOC_END_LINE} record {name} 2"));
+        }
+        let l = parse_log(&log);
+        assert_eq!(
+            l.docs.get(&("record".into(), "a-1".into())).unwrap(),
+            "xrunbench record\n".repeat(4).as_bytes()
+        );
+        assert_eq!(
+            l.broken,
+            [
+                "the record `b-1` is not base64",
+                "the record `c-1` is not base64"
+            ]
+        );
+        assert_eq!(
+            BASE64.encode("xrunbench record\n".repeat(4)),
+            lines.concat()
+        );
     }
 
     #[test]
@@ -850,6 +826,29 @@ mod tests {
         );
     }
 
+    /// `lava-results INPUT --scenario SCENARIO --results-dir RESULTS_DIR`.
+    fn args_into(input: PathBuf, scenario: PathBuf, results_dir: &Path) -> LavaResultsArgs {
+        LavaResultsArgs {
+            input,
+            scenario: Some(scenario),
+            results: None,
+            results_dir: Some(results_dir.to_path_buf()),
+            label: "lava".into(),
+            gate: false,
+            junit: None,
+        }
+    }
+
+    /// The run directory of scenario `synthetic` under `results_dir`.
+    fn synthetic_run(results_dir: &Path) -> PathBuf {
+        std::fs::read_dir(results_dir.join("synthetic"))
+            .unwrap()
+            .next()
+            .unwrap()
+            .unwrap()
+            .path()
+    }
+
     #[test]
     fn a_directory_of_records_becomes_a_run_with_its_gates_judged() {
         use crate::results::testing;
@@ -871,15 +870,7 @@ mod tests {
         )
         .unwrap();
         let results_dir = tmp.path().join("results");
-        let mut args = LavaResultsArgs {
-            input: records.clone(),
-            scenario: Some(scenario),
-            results: None,
-            results_dir: Some(results_dir.clone()),
-            label: "lava".into(),
-            gate: false,
-            junit: None,
-        };
+        let mut args = args_into(records.clone(), scenario, &results_dir);
         assert_eq!(
             format!("{:?}", convert(&args).unwrap()),
             format!("{:?}", ExitCode::SUCCESS)
@@ -890,12 +881,7 @@ mod tests {
             format!("{:?}", convert(&args).unwrap()),
             format!("{:?}", ExitCode::from(EXIT_GATE_FAILED))
         );
-        let run = std::fs::read_dir(results_dir.join("synthetic"))
-            .unwrap()
-            .next()
-            .unwrap()
-            .unwrap()
-            .path();
+        let run = synthetic_run(&results_dir);
         let dir = RunDir::load(&run).unwrap();
         assert_eq!(dir.configs, ["base", "new"]);
         assert_eq!(dir.records.len(), 4);
@@ -932,7 +918,7 @@ mod tests {
             let mut r = testing::trial("base", 1, |_| {});
             (r.trial.config, r.trial.k) = (config.to_string(), k);
             let text = serde_json::to_string(&r).unwrap();
-            let b64 = encode_base64(text.as_bytes());
+            let b64 = BASE64.encode(text.as_bytes());
             let name = format!("{config}-{k}");
             let entry = |msg: String| {
                 format!("{{\"dt\": \"t\", \"lvl\": \"target\", \"msg\": \"{msg}\"}}\n")
@@ -952,23 +938,10 @@ mod tests {
         )
         .unwrap();
         let results_dir = tmp.path().join("a/b/results");
-        let args = LavaResultsArgs {
-            input,
-            scenario: Some(scenario),
-            results: None,
-            results_dir: Some(results_dir.clone()),
-            label: "lava".into(),
-            gate: false,
-            junit: None,
-        };
+        let args = args_into(input, scenario, &results_dir);
         convert(&args).unwrap();
         assert!(!tmp.path().join("outside").exists());
-        let run = std::fs::read_dir(results_dir.join("synthetic"))
-            .unwrap()
-            .next()
-            .unwrap()
-            .unwrap()
-            .path();
+        let run = synthetic_run(&results_dir);
         let names: Vec<String> = std::fs::read_dir(run.join("trials"))
             .unwrap()
             .flatten()

@@ -28,6 +28,8 @@ use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
+use base64::engine::general_purpose::STANDARD as BASE64;
+use base64::Engine as _;
 use serde_norway::{Mapping, Value};
 use xrunbench_schema::doc::one_line;
 use xrunbench_schema::metrics::Metric;
@@ -337,7 +339,7 @@ fn job(template: &Mapping, name: &str, script: &str, minutes: u64) -> (String, u
     // over SSH): what a killed job left is removed first, what this one
     // writes is removed after it.
     let mut commands = vec![command(&format!("rm -rf {SCRIPT_B64} {WORK}"), None)];
-    let b64 = super::results::encode_base64(script.as_bytes());
+    let b64 = BASE64.encode(script.as_bytes());
     for chunk in b64.as_bytes().chunks(CHUNK) {
         let chunk = std::str::from_utf8(chunk).expect("base64 is ASCII");
         commands.push(command(&format!("echo {chunk} >> {SCRIPT_B64}"), None));
@@ -965,10 +967,7 @@ mod tests {
                 }
             }
         }
-        assert_eq!(
-            super::super::results::decode_base64(&b64).unwrap(),
-            script.as_bytes()
-        );
+        assert_eq!(BASE64.decode(&b64).unwrap(), script.as_bytes());
         let trials = inter["script"].as_sequence().unwrap().last().unwrap();
         assert_eq!(trials["name"].as_str(), Some("trials"));
         assert_eq!(
