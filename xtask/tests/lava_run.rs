@@ -276,7 +276,7 @@ fn a_lava_job_reports_every_metric_and_comes_back_as_a_run() {
     let dir = tempfile::tempdir().unwrap();
     let (gen, http) = generate(dir.path());
     let definition = std::fs::read_to_string(gen.join("xrunbench-lavarun.yaml")).unwrap();
-    assert!(definition.contains("format: \"Lava-Test Test Definition 1.0\""));
+    assert!(definition.contains("format: Lava-Test Test Definition 1.0\n"));
 
     let board = TestBoard::start().expect("the test board (a private sshd) starts");
     let job_id = 700_000 + std::process::id() % 100_000;
