@@ -774,7 +774,7 @@ fn arm_board_run(built: &board::build::Built, scratch: &std::path::Path) -> Resu
         .map(|e| e.path())
         .next()
         .context("the run left no run directory")?;
-    let records = xrunbench_host::results::RunDir::load(&run_dir)?.records;
+    let records = xrunbench_analysis::results::RunDir::load(&run_dir)?.records;
     anyhow::ensure!(records.len() == 2, "{} trial records, not 2", records.len());
     for r in &records {
         let name = format!("{}-{}", r.trial.config, r.trial.k);

@@ -164,10 +164,10 @@ fn trial_spec(text: &str) {
 
 fn trial_record(text: &str) {
     let path = Path::new("trials/a-1.json");
-    match xrunbench_host::results::check_record_text(path, text) {
+    match xrunbench_analysis::results::check_record_text(path, text) {
         Ok(r) => {
             // A table computes with every metric of it.
-            for m in xrunbench_host::compare::metrics::Metric::ALL {
+            for m in xrunbench_analysis::compare::metrics::Metric::ALL {
                 if let Some(v) = m.of(&r) {
                     assert!(v.is_finite(), "{m:?} = {v}");
                 }
@@ -212,8 +212,8 @@ fn trial_output(data: &[u8]) {
 /// as `compare` reads it; what reads must be something a table can be
 /// computed from, and every refusal one line.
 fn run_dir(data: &[u8]) {
-    use xrunbench_host::compare;
-    use xrunbench_host::results::RunDir;
+    use xrunbench_analysis::compare;
+    use xrunbench_analysis::results::RunDir;
     let (manifest, trial) = match data.iter().position(|&b| b == 0) {
         Some(i) => (&data[..i], &data[i + 1..]),
         None => (&data[..0], data),

@@ -11,20 +11,15 @@
 
 pub mod bisect;
 pub mod board;
-pub mod compare;
-pub mod gate;
-pub mod junit;
 pub mod lava;
-pub mod plot;
-pub mod results;
 pub mod run;
-pub mod stats;
 pub mod target;
 
 use std::process::ExitCode;
 
 use anyhow::Result;
 use clap::Parser;
+use xrunbench_analysis::{compare, plot};
 use xrunbench_lab::{lab, say, util};
 
 /// The product's verbs, shared by `xrunbench` and `cargo xtask`.

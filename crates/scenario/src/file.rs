@@ -53,7 +53,7 @@ pub struct ScenarioFile {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub monitor: Option<MonitorSetting>,
     /// `[gate]`: pass/fail criteria for CI, per configuration and metric
-    /// (see `xrunbench_host::gate`).
+    /// (see `xrunbench_analysis::gate`).
     #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
     pub gate: super::gate::GateTable,
 }

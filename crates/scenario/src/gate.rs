@@ -1,6 +1,6 @@
 //! `[gate]`: the pass/fail criteria a scenario declares for CI, as written
 //! and resolved against the scenario's configurations. Judging them on a
-//! run's trials is `xrunbench_host::gate`'s.
+//! run's trials is `xrunbench_analysis::gate`'s.
 
 use std::collections::BTreeMap;
 use std::path::Path;

@@ -1,11 +1,11 @@
 //! The statistics the benchmarks print: medians, paired ratios with a
 //! bootstrap interval, and the verdict read from that interval.
 //!
-//! Descriptive statistics have their home in [`xrunbench_host::stats`];
+//! Descriptive statistics have their home in [`xrunbench_analysis::stats`];
 //! this module adds what only a side-by-side benchmark needs.
 
-use xrunbench_host::stats::Describe;
-use xrunbench_host::stats::Rng;
+use xrunbench_analysis::stats::Describe;
+use xrunbench_analysis::stats::Rng;
 
 /// Median of the finite `values` (mean of the two middle ones for an even
 /// count); `None` when there is none.

@@ -5,8 +5,8 @@
 //! simulation shows what is wrong with them.
 
 use super::rule::{Decision, Rule};
-use crate::compare::metrics::Direction;
-use crate::stats;
+use xrunbench_analysis::compare::metrics::Direction;
+use xrunbench_analysis::stats;
 
 /// A bisect step's rule as the simulation drives it: one look per trial.
 pub trait StepRule {

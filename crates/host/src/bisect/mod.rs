@@ -38,9 +38,9 @@ use std::process::ExitCode;
 use self::deploy::{Deploy, DeployArgs};
 use self::rule::Rule;
 use self::step::{Goal, StepSpec, EXIT_ABORT, EXIT_INTERRUPTED, EXIT_SKIP};
-use crate::compare::metrics::Metric;
-use crate::results::{default_results_root, RunDir};
 use crate::run::TargetArgs;
+use xrunbench_analysis::compare::metrics::Metric;
+use xrunbench_analysis::results::{default_results_root, RunDir};
 use xrunbench_lab::signals;
 use xrunbench_scenario as scenario;
 

@@ -8,8 +8,8 @@ use std::path::PathBuf;
 use super::alternatives::{Midpoint, PoissonSprt, StepRule};
 use super::population::Population;
 use super::rule::{ConfirmArgs, Decision, Rule};
-use crate::compare::metrics::{Direction, Metric};
-use crate::stats::Rng;
+use xrunbench_analysis::compare::metrics::{Direction, Metric};
+use xrunbench_analysis::stats::Rng;
 
 /// Arguments of `cargo xtask bisect-sim`.
 #[derive(clap::Args, Debug)]
@@ -370,7 +370,7 @@ fn poisson(rng: &mut Rng, lambda: f64) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::stats;
+    use xrunbench_analysis::stats;
 
     #[test]
     fn model_counts_have_the_mean_and_spread_asked_for() {

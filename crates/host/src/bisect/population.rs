@@ -5,9 +5,9 @@
 
 use std::path::PathBuf;
 
-use crate::compare::metrics::{playback_seconds, Metric};
-use crate::results::RunDir;
-use crate::stats::Rng;
+use xrunbench_analysis::compare::metrics::{playback_seconds, Metric};
+use xrunbench_analysis::results::RunDir;
+use xrunbench_analysis::stats::Rng;
 
 /// One trial as the simulation redraws it.
 #[derive(Debug, Clone)]

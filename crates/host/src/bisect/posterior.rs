@@ -49,7 +49,7 @@
 use statrs::function::gamma::ln_gamma;
 
 use super::rule::Decision;
-use crate::compare::metrics::{Direction, Metric};
+use xrunbench_analysis::compare::metrics::{Direction, Metric};
 
 /// The law of a trial in each state.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -235,7 +235,7 @@ fn shape_within(ys: &[Vec<f64>]) -> f64 {
 fn beta_greater(x: (f64, f64), y: (f64, f64)) -> f64 {
     let mv = |(a, b): (f64, f64)| (a / (a + b), a * b / ((a + b).powi(2) * (a + b + 1.0)));
     let ((mx, vx), (my, vy)) = (mv(x), mv(y));
-    crate::stats::normal_cdf((mx - my) / (vx + vy).sqrt().max(1e-12))
+    xrunbench_analysis::stats::normal_cdf((mx - my) / (vx + vy).sqrt().max(1e-12))
 }
 
 fn ln_beta(a: f64, b: f64) -> f64 {
@@ -290,7 +290,7 @@ fn log_mass_log_normal(ys: &[Vec<f64>], worse_is_higher: bool) -> (Vec<f64>, f64
         let (ng, nb) = (g.len() as f64, b.len() as f64);
         let shift = g.iter().sum::<f64>() / ng - b.iter().sum::<f64>() / nb;
         let z = shift / (ss / dof * (1.0 / ng + 1.0 / nb)).sqrt();
-        let ordered = crate::stats::normal_cdf(if worse_is_higher { -z } else { z });
+        let ordered = xrunbench_analysis::stats::normal_cdf(if worse_is_higher { -z } else { z });
         log[c] = -0.5 * ng.ln() - 0.5 * nb.ln() - dof / 2.0 * ss.ln() + ordered.max(1e-300).ln();
         if log[c] > best.0 {
             best = (log[c], (ss / dof.max(1.0)).sqrt());
@@ -636,8 +636,9 @@ mod tests {
             let ss = within(g) + within(b) + w0 * floor * floor;
             let dof = 4.0 + w0;
             let shift = b.iter().sum::<f64>() / nb - g.iter().sum::<f64>() / ng;
-            let ordered =
-                crate::stats::normal_cdf(shift / (ss / dof * (1.0 / ng + 1.0 / nb)).sqrt());
+            let ordered = xrunbench_analysis::stats::normal_cdf(
+                shift / (ss / dof * (1.0 / ng + 1.0 / nb)).sqrt(),
+            );
             -0.5 * ng.ln() - 0.5 * nb.ln() - dof / 2.0 * ss.ln() + ordered.ln()
         };
         assert!((log[1] - by_hand(&[0.0, 0.2], &[0.1, 1.0, 1.1, 0.9])).abs() < 1e-12);
@@ -769,7 +770,7 @@ mod tests {
                 &parent,
                 &named,
                 None,
-                crate::compare::metrics::Direction::LowerIsBetter,
+                xrunbench_analysis::compare::metrics::Direction::LowerIsBetter,
                 1.0,
                 300.0,
                 0.05,

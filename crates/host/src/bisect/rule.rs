@@ -64,8 +64,8 @@
 //! full threshold), not at the midpoint between them, where the old rule
 //! spent it although any answer is right there.
 
-use crate::compare::metrics::Direction;
-use crate::stats;
+use xrunbench_analysis::compare::metrics::Direction;
+use xrunbench_analysis::stats;
 
 /// What the rule says after a look.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

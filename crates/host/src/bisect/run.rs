@@ -52,11 +52,11 @@ use super::rule::{self, ConfirmArgs, Confirmation, Confirmer};
 use super::step::{self, short, Goal, StepRecord, StepSpec, STEP_FILE};
 use super::trust::HostHooks;
 use super::{whole, BisectArgs, Decision, Stop};
-use crate::compare::export::{exporter, Format};
-use crate::compare::metrics::Metric;
-use crate::compare::table::Significance;
-use crate::results::{default_results_root, LoadError, RunDir};
 use crate::run::TargetArgs;
+use xrunbench_analysis::compare::export::{exporter, Format};
+use xrunbench_analysis::compare::metrics::Metric;
+use xrunbench_analysis::compare::table::Significance;
+use xrunbench_analysis::results::{default_results_root, LoadError, RunDir};
 use xrunbench_lab::signals;
 use xrunbench_lab::util::git_out;
 use xrunbench_scenario as scenario;
@@ -219,7 +219,7 @@ pub fn run(args: &BisectRunArgs) -> Result<ExitCode> {
     if let Some(path) = &args.junit {
         if let Err(e) = write_atomic(
             path,
-            crate::junit::stages(
+            xrunbench_analysis::junit::stages(
                 "xrunbench bisect-run",
                 "bisect-run",
                 &b.cases,
@@ -616,7 +616,7 @@ fn values_of(b: &Bisection, dir: &Path) -> Result<(Vec<f64>, f64), End> {
 /// Both endpoints' figures, for the lines that stop or go on.
 fn figures(b: &Bisection, base: &[f64], bad: &[f64]) -> String {
     let d = |v: &[f64]| {
-        crate::stats::Describe::of(v).map_or("no trials".to_string(), |d| {
+        xrunbench_analysis::stats::Describe::of(v).map_or("no trials".to_string(), |d| {
             format!("mean {:.2} over {} trials", d.mean, v.len())
         })
     };
@@ -1108,7 +1108,11 @@ fn report(
     let tail = tally_line(b);
     let board = board_line(&dirs[1]);
     let kernels = kernel_lines(&dirs);
-    let table = crate::compare::build(&dirs, Significance::Mwu, crate::compare::ALPHA);
+    let table = xrunbench_analysis::compare::build(
+        &dirs,
+        Significance::Mwu,
+        xrunbench_analysis::compare::ALPHA,
+    );
     let sizes = (culprit.len(), looks);
     let head = |md: bool| report_head(b, oneline, verdict, (&c, sizes), &revert_line, md);
     let text = format!(

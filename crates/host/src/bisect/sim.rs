@@ -28,7 +28,7 @@ pub use super::model::SimArgs;
 use super::model::{make_rule, scenario, smaller_p_says_bad, step, RuleKind, Scenario, Source};
 use super::population::{self, Population};
 use super::rule::{confirm, Confirmation, Decision, Rule, CONFIRM_BATCH};
-use crate::stats::{self, Rng};
+use xrunbench_analysis::stats::{self, Rng};
 
 /// Runs the experiment and prints the table.
 pub fn run(a: &SimArgs) -> anyhow::Result<ExitCode> {

@@ -21,10 +21,10 @@ use xrunbench_schema::doc::{rfc3339, write_atomic};
 
 use super::deploy::{self, BoardEnd, Deploy, HOOK_SKIP};
 use super::rule::{Decision, Look, Rule};
-use crate::compare::metrics::Metric;
-use crate::results::{Outcome, RunManifest, RunWriter};
 use crate::run::session::{Session, SessionArgs, SetupError, TrialEnd};
 use crate::target::hooks::{Hook, HookOutcome};
+use xrunbench_analysis::compare::metrics::Metric;
+use xrunbench_analysis::results::{Outcome, RunManifest, RunWriter};
 use xrunbench_lab::signals;
 use xrunbench_lab::util::git_out;
 use xrunbench_scenario::plan::PlannedTrial;

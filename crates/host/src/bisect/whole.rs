@@ -30,7 +30,7 @@
 use super::model::{make_rule, step, RuleKind, Scenario, SimArgs, Source};
 use super::posterior;
 use super::rule::{ConfirmArgs, Confirmation, Confirmer, Decision, Rule};
-use crate::stats::Rng;
+use xrunbench_analysis::stats::Rng;
 
 /// How one bisection ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -16,7 +16,7 @@ use serde_json::{json, Value};
 use xrunbench_schema::gate::{GateSet, GATES_SCHEMA};
 use xrunbench_schema::trial::AudioInput;
 
-use crate::gate::{self, Gate};
+use xrunbench_analysis::gate::{self, Gate};
 use xrunbench_scenario::plan::{make_plan, PlannedTrial};
 use xrunbench_scenario::spec::trial_spec;
 use xrunbench_scenario::{AudioSource, Scenario, ScenarioFile};

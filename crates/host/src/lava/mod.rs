@@ -46,7 +46,7 @@ pub fn run(args: &LavaArgs) -> Result<ExitCode> {
         Ok(v) => v,
         Err(e) => return Ok(bad_input(&e.0)),
     };
-    let gates = match crate::gate::resolve(&args.scenario, &file, &s) {
+    let gates = match xrunbench_analysis::gate::resolve(&args.scenario, &file, &s) {
         Ok(g) => g,
         Err(e) => return Ok(bad_input(&e.0)),
     };
@@ -81,7 +81,7 @@ pub fn run(args: &LavaArgs) -> Result<ExitCode> {
     }
     let host_side = gates
         .iter()
-        .filter(|g| matches!(g, crate::gate::Gate::NotWorse { .. }))
+        .filter(|g| matches!(g, xrunbench_analysis::gate::Gate::NotWorse { .. }))
         .count();
     println!("test definition: {}", def_path.display());
     println!("job (ssh board): {}", job_path.display());

@@ -31,8 +31,10 @@ use xrunbench_schema::gate::parse_measurement_case;
 use xrunbench_schema::trial::{TrialId, TrialRecord};
 
 use super::definition::{DOC_END_LINE, DOC_LINE};
-use crate::results::{default_results_root, Outcome, RunDir, RunManifest, RunWriter, RUN_SCHEMA};
 use crate::target::bounded::REPORT_MAX;
+use xrunbench_analysis::results::{
+    default_results_root, Outcome, RunDir, RunManifest, RunWriter, RUN_SCHEMA,
+};
 use xrunbench_scenario::plan::{make_plan, PlannedTrial};
 use xrunbench_scenario::{self as scenario, Scenario, ScenarioFile};
 
@@ -147,7 +149,8 @@ fn convert(args: &LavaResultsArgs) -> Result<ExitCode> {
         None => PathBuf::from(format!("{}.toml", file.name)),
     };
     let s = scenario::resolve(&path, &file).map_err(|e| anyhow::anyhow!(e.0))?;
-    let gates = crate::gate::resolve(&path, &file, &s).map_err(|e| anyhow::anyhow!(e.0))?;
+    let gates =
+        xrunbench_analysis::gate::resolve(&path, &file, &s).map_err(|e| anyhow::anyhow!(e.0))?;
     let records = match &records_dir {
         Some(d) => read_records_dir(d)?,
         None => records_of(&log)?,
@@ -186,12 +189,12 @@ fn convert(args: &LavaResultsArgs) -> Result<ExitCode> {
         .first()
         .map(|c| c.name.clone())
         .unwrap_or_default();
-    let verdicts = crate::gate::judge(&gates, &dir, &baseline);
+    let verdicts = xrunbench_analysis::gate::judge(&gates, &dir, &baseline);
     for v in &verdicts {
         println!("gate {}: {}", if v.pass { "pass" } else { "FAIL" }, v.line);
     }
     if let Some(j) = &args.junit {
-        crate::junit::write(j, &dir, &verdicts, &manifest.target)?;
+        xrunbench_analysis::junit::write(j, &dir, &verdicts, &manifest.target)?;
     }
     println!(
         "{} LAVA case(s), {} record(s); run directory: {}",
@@ -199,7 +202,8 @@ fn convert(args: &LavaResultsArgs) -> Result<ExitCode> {
         records.len(),
         out.dir().display()
     );
-    let failed = !mismatches.is_empty() || (args.gate && !crate::gate::all_pass(&verdicts));
+    let failed =
+        !mismatches.is_empty() || (args.gate && !xrunbench_analysis::gate::all_pass(&verdicts));
     Ok(if failed {
         ExitCode::from(EXIT_GATE_FAILED)
     } else {
@@ -299,7 +303,7 @@ pub(crate) fn checked(b: &Brought<'_>) -> Result<(RunManifest, Vec<(TrialId, Tri
         skipped: Vec::new(),
         plan,
         fingerprint: first.machine.clone(),
-        runner: crate::results::RunnerInfo::here(),
+        runner: xrunbench_analysis::results::RunnerInfo::here(),
         outcome: Some(outcome),
     };
     Ok((manifest, records))
@@ -405,7 +409,7 @@ pub fn log_record(name: &str, bytes: &[u8]) -> Result<TrialRecord> {
 pub fn record(bytes: &[u8], path: &Path) -> Result<TrialRecord> {
     let text = std::str::from_utf8(bytes)
         .with_context(|| format!("{}: not UTF-8 text", path.display()))?;
-    crate::results::check_record_text(path, text).map_err(|e| anyhow::anyhow!("{e}"))
+    xrunbench_analysis::results::check_record_text(path, text).map_err(|e| anyhow::anyhow!("{e}"))
 }
 
 /// Every `*.json` of `dir` as a trial record, each read bounded (a
@@ -670,7 +674,7 @@ pub(crate) mod testing {
     /// The log lines of trial `config`-`k`'s record (of scenario `s`),
     /// its gap `gap` ms.
     pub fn record_entries(config: &str, k: u32, gap: f64) -> String {
-        let mut r = crate::results::testing::trial(config, k, |j| {
+        let mut r = xrunbench_analysis::results::testing::trial(config, k, |j| {
             j["player"]["totals"]["gap_ms_max"] = serde_json::json!(gap);
         });
         r.trial.scenario = "s".into();
@@ -814,7 +818,7 @@ mod tests {
 
     #[test]
     fn a_log_record_is_checked_as_the_trial_file_it_becomes() {
-        use crate::results::testing;
+        use xrunbench_analysis::results::testing;
         let text = serde_json::to_string(&testing::trial("nice", 1, |_| {})).unwrap();
         let r = log_record("nice-1", text.as_bytes()).unwrap();
         assert_eq!((r.trial.config.as_str(), r.trial.k), ("nice", 1));
@@ -851,7 +855,7 @@ mod tests {
 
     #[test]
     fn a_directory_of_records_becomes_a_run_with_its_gates_judged() {
-        use crate::results::testing;
+        use xrunbench_analysis::results::testing;
         let tmp = tempfile::tempdir().unwrap();
         let records = tmp.path().join("records");
         std::fs::create_dir(&records).unwrap();
@@ -904,7 +908,7 @@ mod tests {
 
     #[test]
     fn records_of_trials_not_in_the_plan_are_refused_and_name_no_file() {
-        use crate::results::testing;
+        use xrunbench_analysis::results::testing;
         let tmp = tempfile::tempdir().unwrap();
         // A job log whose board sent records under names of its choosing,
         // each consistent with the trial it claims.
@@ -980,7 +984,7 @@ mod tests {
     /// A directory of records holding `a-1.json`, a good one, and `bad`
     /// made by `make`: what comes back of it.
     fn records_beside(bad: &str, make: impl FnOnce(&Path)) -> Vec<TrialRecord> {
-        use crate::results::testing;
+        use xrunbench_analysis::results::testing;
         let tmp = tempfile::tempdir().unwrap();
         let good = serde_json::to_string(&testing::trial("a", 1, |_| {})).unwrap();
         std::fs::write(tmp.path().join("a-1.json"), good).unwrap();

@@ -38,7 +38,7 @@ use xrunbench_schema::trial::TrialRecord;
 use super::definition::{script, test_minutes};
 use super::results::{parse_log, write_run, Brought};
 use super::server::{Job, JobHealth, JobState, Server, ServerError, Token};
-use crate::gate::Gate;
+use xrunbench_analysis::gate::Gate;
 use xrunbench_scenario::lava::{LavaTargetArgs, TOKEN_ENV};
 use xrunbench_scenario::plan::{make_plan, PlannedTrial};
 use xrunbench_scenario::{Scenario, ScenarioFile};
@@ -660,13 +660,13 @@ fn finish(
         results_root,
     })?;
     println!("{}", written.manifest.target);
-    crate::compare::write_comparison_and_plots(&written.writer, &written.dir)?;
+    xrunbench_analysis::compare::write_comparison_and_plots(&written.writer, &written.dir)?;
     let baseline = scenario
         .configs
         .first()
         .map(|c| c.name.clone())
         .unwrap_or_default();
-    for v in crate::gate::judge(gates, &written.dir, &baseline) {
+    for v in xrunbench_analysis::gate::judge(gates, &written.dir, &baseline) {
         println!("gate {}: {}", if v.pass { "pass" } else { "FAIL" }, v.line);
     }
     for line in device_effects(scenario, &done.records) {
@@ -675,7 +675,7 @@ fn finish(
     println!("run directory: {}", written.writer.dir().display());
     let complete = matches!(
         written.manifest.outcome,
-        Some(crate::results::Outcome::Completed)
+        Some(xrunbench_analysis::results::Outcome::Completed)
     );
     Ok(match done.interrupted {
         Some(sig) => {
@@ -745,10 +745,11 @@ fn device_effects(s: &Scenario, records: &[(String, TrialRecord)]) -> Vec<String
             }
             tested = true;
             for (a, b) in pairs(by_device.len()) {
-                let Some(m) = crate::stats::mann_whitney(&by_device[a], &by_device[b]) else {
+                let Some(m) = xrunbench_analysis::stats::mann_whitney(&by_device[a], &by_device[b])
+                else {
                     continue;
                 };
-                if m.p_two_sided < crate::compare::ALPHA {
+                if m.p_two_sided < xrunbench_analysis::compare::ALPHA {
                     let names: Vec<&str> = devices.iter().copied().collect();
                     out.push(format!(
                         "device effect: config {}: {} differs between {} and {} (p = {:.3}): \
@@ -1019,7 +1020,7 @@ mod tests {
     }
 
     fn record(config: &str, k: u32, gap: f64) -> TrialRecord {
-        crate::results::testing::trial(config, k, |j| {
+        xrunbench_analysis::results::testing::trial(config, k, |j| {
             j["player"]["totals"]["gap_ms_max"] = serde_json::json!(gap);
         })
     }

@@ -23,7 +23,7 @@ use anyhow::Result;
 use xrunbench_schema::trial::{AudioInput, TrialRecord};
 
 use self::session::{Session, SessionArgs, SetupError, TrialEnd};
-use crate::results::{default_results_root, Outcome, RunDir, RunWriter};
+use xrunbench_analysis::results::{default_results_root, Outcome, RunDir, RunWriter};
 use xrunbench_lab::signals;
 use xrunbench_scenario::lava::LavaTargetArgs;
 use xrunbench_scenario::plan::PlannedTrial;
@@ -222,7 +222,7 @@ pub fn run(args: &RunArgs) -> Result<ExitCode> {
     }
     // Resolved before `--only` narrows the scenario: the baseline is the
     // file's first configuration whatever runs.
-    let gates = match crate::gate::resolve(&args.scenario, &file, &scenario) {
+    let gates = match xrunbench_analysis::gate::resolve(&args.scenario, &file, &scenario) {
         Ok(g) => g,
         Err(e) => return Ok(bad_input(&[e.0])),
     };
@@ -305,7 +305,8 @@ pub fn run(args: &RunArgs) -> Result<ExitCode> {
         debug_assert!(measured == finished || matches!(outcome, Outcome::Failed { .. }));
         write_errors.extend(write_summary(&out, dir, &outcome).err());
         if measured > 0 {
-            write_errors.extend(crate::compare::write_comparison_and_plots(&out, dir).err());
+            write_errors
+                .extend(xrunbench_analysis::compare::write_comparison_and_plots(&out, dir).err());
         }
     }
     let gates_failed = dir.as_ref().is_some_and(|dir| {
@@ -344,7 +345,7 @@ fn read_back(run_dir: &Path, outcome: Outcome) -> (Outcome, Option<RunDir>) {
 fn judge_gates(
     args: &RunArgs,
     scenario: &Scenario,
-    gates: Vec<crate::gate::Gate>,
+    gates: Vec<xrunbench_analysis::gate::Gate>,
     dir: &RunDir,
     baseline: &str,
     target: &str,
@@ -355,7 +356,7 @@ fn judge_gates(
         .into_iter()
         .filter(|g| ran.contains(&g.config()))
         .collect();
-    let verdicts = crate::gate::judge(&gates, dir, baseline);
+    let verdicts = xrunbench_analysis::gate::judge(&gates, dir, baseline);
     if args.gate || !verdicts.is_empty() {
         println!();
     }
@@ -365,9 +366,9 @@ fn judge_gates(
     if args.gate && verdicts.is_empty() {
         println!("gate: the scenario has no [gate] table: nothing to fail");
     }
-    let gates_failed = args.gate && !crate::gate::all_pass(&verdicts);
+    let gates_failed = args.gate && !xrunbench_analysis::gate::all_pass(&verdicts);
     if let Some(j) = &args.junit {
-        write_errors.extend(crate::junit::write(j, dir, &verdicts, target).err());
+        write_errors.extend(xrunbench_analysis::junit::write(j, dir, &verdicts, target).err());
     }
     gates_failed
 }
@@ -422,7 +423,7 @@ fn run_on_lab(
     lab: &LavaTargetArgs,
     file: &ScenarioFile,
     scenario: &Scenario,
-    gates: &[crate::gate::Gate],
+    gates: &[xrunbench_analysis::gate::Gate],
     results_root: &Path,
 ) -> Result<ExitCode> {
     if let Err(refused) = lab_run_checks(args, scenario) {

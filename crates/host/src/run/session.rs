@@ -18,8 +18,8 @@ use xrunbench_schema::probe::{CheckedKnob, Probe};
 use xrunbench_schema::trial::{AudioInput, MachineFingerprint, TrialOutcome, TrialRecord};
 use xrunbench_schema::Backend;
 
-use crate::results::{LostTrial, RunManifest, RunWriter, RunnerInfo, RUN_SCHEMA};
 use crate::target::{binaries, Guests, Local, Ssh, Target, TrialRun};
+use xrunbench_analysis::results::{LostTrial, RunManifest, RunWriter, RunnerInfo, RUN_SCHEMA};
 use xrunbench_lab::lab::vm::VmSettings;
 use xrunbench_lab::signals;
 use xrunbench_scenario::plan::PlannedTrial;

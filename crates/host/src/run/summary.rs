@@ -10,9 +10,9 @@ use std::fmt::Write as _;
 use serde::Serialize;
 use xrunbench_schema::doc::one_line;
 
-use crate::compare::metrics::Metric;
-use crate::results::{LoadError, Outcome, RunDir};
-use crate::stats::Describe;
+use xrunbench_analysis::compare::metrics::Metric;
+use xrunbench_analysis::results::{LoadError, Outcome, RunDir};
+use xrunbench_analysis::stats::Describe;
 
 /// One measured trial's value of every metric (`null` where the trial
 /// does not have it: no load, no wake-up recorded).
@@ -231,9 +231,9 @@ mod tests {
     use xrunbench_schema::trial::TrialRecord;
 
     use super::*;
-    use crate::compare::table::{Significance, Stat};
-    use crate::compare::{build, ALPHA};
-    use crate::results::testing::{manifest, trial, write_run};
+    use xrunbench_analysis::compare::table::{Significance, Stat};
+    use xrunbench_analysis::compare::{build, ALPHA};
+    use xrunbench_analysis::results::testing::{manifest, trial, write_run};
 
     /// Trial `k` of `config`, its figures varied with `b` (badness) and `k`.
     fn measured(config: &str, k: u32, b: f64, edit: impl FnOnce(&mut Value)) -> TrialRecord {

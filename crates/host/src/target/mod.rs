@@ -554,7 +554,7 @@ pub fn record_from(stdout: &[u8], sent: &TrialId) -> Result<TrialRecord, RecordR
     }
     if r.measured().is_some() {
         let file = PathBuf::from(format!("{}.json", sent.stem()));
-        crate::results::check_measured(&file, &r)
+        xrunbench_analysis::results::check_measured(&file, &r)
             .map_err(|e| RecordRefused::Refused(format!("xrun-trial's record is refused: {e}")))?;
     }
     Ok(r)
@@ -740,7 +740,7 @@ mod tests {
     /// The template record of trial `a-1`, with `edit` applied, as a board
     /// prints it.
     fn printed(edit: impl FnOnce(&mut serde_json::Value)) -> (TrialId, String) {
-        let r = crate::results::testing::trial("a", 1, edit);
+        let r = xrunbench_analysis::results::testing::trial("a", 1, edit);
         (r.trial.clone(), serde_json::to_string(&r).unwrap())
     }
 

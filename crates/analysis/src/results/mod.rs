@@ -24,7 +24,7 @@ mod layout;
 mod log;
 mod manifest;
 mod read;
-#[cfg(test)]
+#[cfg(any(test, feature = "testing"))]
 pub mod testing;
 mod write;
 

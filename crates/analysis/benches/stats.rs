@@ -8,7 +8,7 @@
 use criterion::{criterion_main, Criterion};
 use std::hint::black_box;
 
-use xrunbench_host::stats;
+use xrunbench_analysis::stats;
 
 /// Underrun counts with many ties: 50 values from a small range, from a
 /// fixed linear congruential sequence (no random crate for a benchmark).
