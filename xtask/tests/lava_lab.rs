@@ -31,10 +31,10 @@ use support::{
     cross_board_binaries, find_named, git, stopped_player_script, write_script, xtask, ScenarioText,
 };
 
-use xrunbench_host::lava::server::{JobState, Server, ServerError, Token};
 use xrunbench_lab::board::arch::Arch;
 use xrunbench_lab::lab::initramfs::{Sound, CONSOLE_PROMPT};
 use xrunbench_lab::lab::kernel;
+use xrunbench_lava::server::{JobState, Server, ServerError, Token};
 use xrunbench_test_support::lava_lab::{LabDevice, LavaLab, TOKEN};
 use xrunbench_test_support::testboard::TestBoard;
 

@@ -286,7 +286,7 @@ fn journal(text: &str) {
 }
 
 fn lava_results(text: &str) {
-    use xrunbench_host::lava::results::{log_record, parse_log, parse_results_yaml};
+    use xrunbench_lava::results::{log_record, parse_log, parse_results_yaml};
     let log = parse_log(text);
     for b in &log.broken {
         one_line(b);
@@ -317,7 +317,7 @@ fn lava_reply(text: &str) {
         }
         _ => (200, text),
     };
-    for (what, read) in xrunbench_host::lava::server::readings(status, body) {
+    for (what, read) in xrunbench_lava::server::readings(status, body) {
         let line = match read {
             Ok(line) => line,
             Err(e) => e.to_string(),

@@ -11,7 +11,6 @@
 
 pub mod bisect;
 pub mod board;
-pub mod lava;
 pub mod run;
 pub mod target;
 
@@ -21,6 +20,7 @@ use anyhow::Result;
 use clap::Parser;
 use xrunbench_analysis::{compare, plot};
 use xrunbench_lab::{lab, say, util};
+use xrunbench_lava as lava;
 
 /// The product's verbs, shared by `xrunbench` and `cargo xtask`.
 #[derive(clap::Subcommand)]

@@ -1,5 +1,5 @@
 //! `[target] lava` and `run --lava …`: the LAVA lab a scenario's trials
-//! run on, as the user gives it. Submitting to it is `xrunbench_host::lava`'s.
+//! run on, as the user gives it. Submitting to it is `xrunbench_lava`'s.
 
 use std::path::PathBuf;
 

@@ -20,6 +20,10 @@ use std::path::Path;
 /// bounded (at most 1024 kept, about 150 KB). Past this the trial is lost.
 pub const RECORD_MAX: usize = 128 << 20;
 
+/// The largest `probe`, `check` or `restore` output read back, bytes (a
+/// probe is a few KB, a check one line per problem per configuration).
+pub const REPORT_MAX: usize = 8 << 20;
+
 /// What one document may hold. A limit passed is named in the refusal.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Limits {

@@ -473,7 +473,7 @@ fn attempt(p: &mut Progress, n: u32) -> (Option<String>, AttemptEnd) {
 /// come one by one (the trials after its decision are kept, unused).
 /// A job the lab did not finish is infrastructure, never a verdict.
 fn lab_trials(p: &mut Progress) -> AttemptEnd {
-    use crate::lava::submit::{Lab, LabRefused};
+    use xrunbench_lava::submit::{Lab, LabRefused};
     let spec = p.spec;
     let args = spec.lava.as_ref().expect("a lab step has --lava");
     let lab = match Lab::open(args, p.record.commit.as_deref()) {
@@ -501,7 +501,7 @@ fn lab_trials(p: &mut Progress) -> AttemptEnd {
         }
         p.record.kernel_seen = Some(seen);
     }
-    let brought = crate::lava::results::Brought {
+    let brought = xrunbench_lava::results::Brought {
         file: &spec.file,
         scenario: &s,
         records: done.records.into_iter().map(|(_, r)| r).collect(),
@@ -509,7 +509,7 @@ fn lab_trials(p: &mut Progress) -> AttemptEnd {
         target: done.target,
         results_root: &spec.root,
     };
-    let (manifest, records) = match crate::lava::results::checked(&brought) {
+    let (manifest, records) = match xrunbench_lava::results::checked(&brought) {
         Ok(v) => v,
         Err(e) => return AttemptEnd::Infra(format!("{e:#}")),
     };

@@ -430,7 +430,7 @@ fn run_on_lab(
         return Ok(bad_input(&refused));
     }
     let label = args.label.as_deref();
-    crate::lava::submit::run(lab, file, scenario, gates, label, results_root)
+    xrunbench_lava::submit::run(lab, file, scenario, gates, label, results_root)
 }
 
 /// What a LAVA lab's run refuses before any job is submitted: a second

@@ -16,9 +16,8 @@ use xrunbench_schema::doc::one_line;
 /// (its documentation says why).
 pub use xrunbench_schema::bounded::RECORD_MAX;
 
-/// The largest `probe`, `check` or `restore` output read back, bytes (a
-/// probe is a few KB, a check one line per problem per configuration).
-pub const REPORT_MAX: usize = 8 << 20;
+/// The largest `probe`, `check` or `restore` output read back, bytes.
+pub use xrunbench_schema::bounded::REPORT_MAX;
 
 /// The longest stderr line shown; the rest of a longer line is dropped
 /// (and said so).

@@ -87,7 +87,7 @@ struct Share {
 
 /// A lab to run trials on: its server, the user's part of every job,
 /// how many jobs at once.
-pub(crate) struct Lab {
+pub struct Lab {
     server: Server,
     template: Mapping,
     template_path: PathBuf,
@@ -95,7 +95,7 @@ pub(crate) struct Lab {
 }
 
 /// What a lab's jobs brought back.
-pub(crate) struct LabRun {
+pub struct LabRun {
     /// Every record read back, with the device that ran it.
     pub records: Vec<(String, TrialRecord)>,
     /// What went wrong: a job given up, a log not read, a record refused
@@ -108,7 +108,7 @@ pub(crate) struct LabRun {
 }
 
 /// Why no job ran.
-pub(crate) enum LabRefused {
+pub enum LabRefused {
     /// The input (token, job file, the jobs) was refused: exit 2.
     BadInput(String),
     /// The lab could not be reached or did not take the jobs: exit 1.
@@ -120,7 +120,7 @@ impl Lab {
     /// replaced by `commit` (a bisect step's: where the deploy command
     /// put that commit's kernel for the lab to fetch); an error is one
     /// line.
-    pub(crate) fn open(args: &LavaTargetArgs, commit: Option<&str>) -> Result<Lab> {
+    pub fn open(args: &LavaTargetArgs, commit: Option<&str>) -> Result<Lab> {
         let url = args.lava.as_deref().unwrap_or_default();
         let token = token(args)?;
         let server = Server::new(url, Some(token)).map_err(|e| anyhow::anyhow!("--lava: {e}"))?;
@@ -140,7 +140,7 @@ impl Lab {
     /// Runs the plan of `scenario` as jobs: validated, submitted, waited
     /// for (Incomplete and Canceled jobs submitted again), their records
     /// read back.
-    pub(crate) fn run(
+    pub fn run(
         &self,
         file: &ScenarioFile,
         scenario: &Scenario,

@@ -31,12 +31,12 @@ use xrunbench_schema::gate::parse_measurement_case;
 use xrunbench_schema::trial::{TrialId, TrialRecord};
 
 use super::definition::{DOC_END_LINE, DOC_LINE};
-use crate::target::bounded::REPORT_MAX;
 use xrunbench_analysis::results::{
     default_results_root, Outcome, RunDir, RunManifest, RunWriter, RUN_SCHEMA,
 };
 use xrunbench_scenario::plan::{make_plan, PlannedTrial};
 use xrunbench_scenario::{self as scenario, Scenario, ScenarioFile};
+use xrunbench_schema::bounded::REPORT_MAX;
 
 /// Exit code for bad input.
 const EXIT_BAD_INPUT: u8 = 2;
@@ -245,7 +245,7 @@ fn read_outside(path: &Path, max: usize) -> Result<String> {
 }
 
 /// Trial records brought back from LAVA, to become a run directory.
-pub(crate) struct Brought<'a> {
+pub struct Brought<'a> {
     /// The scenario file as written.
     pub file: &'a ScenarioFile,
     /// The scenario resolved.
@@ -261,7 +261,7 @@ pub(crate) struct Brought<'a> {
 }
 
 /// What [`write_run`] wrote.
-pub(crate) struct Written {
+pub struct Written {
     /// The run directory's writer (for the table and plots).
     pub writer: RunWriter,
     /// The run directory as the results layer reads it.
@@ -276,7 +276,7 @@ pub(crate) struct Written {
 /// manifest of their run directory (outcome and all: completed when
 /// every planned trial has a measured record). Records of no planned
 /// trial are refused, each with a line on stderr; none kept is an error.
-pub(crate) fn checked(b: &Brought<'_>) -> Result<(RunManifest, Vec<(TrialId, TrialRecord)>)> {
+pub fn checked(b: &Brought<'_>) -> Result<(RunManifest, Vec<(TrialId, TrialRecord)>)> {
     let s = b.scenario;
     if b.records.is_empty() {
         bail!("no trial records (no `{DOC_LINE} record` lines, or no *.json)");
@@ -311,7 +311,7 @@ pub(crate) fn checked(b: &Brought<'_>) -> Result<(RunManifest, Vec<(TrialId, Tri
 
 /// Writes the records of the scenario's plan as a run directory (see
 /// [`checked`]).
-pub(crate) fn write_run(b: &Brought<'_>) -> Result<Written> {
+pub fn write_run(b: &Brought<'_>) -> Result<Written> {
     let s = b.scenario;
     let (manifest, records) = checked(b)?;
     let out = RunWriter::create(b.results_root, &s.name, Some(b.label))?;
@@ -379,7 +379,7 @@ fn records_of(log: &JobLog) -> Result<Vec<TrialRecord>> {
 /// The trial records the log carries, in plan order, and why each one
 /// that does not read as a record does not (one line each): one bad
 /// record (the board's word) does not cost the others.
-pub(crate) fn records_in(log: &JobLog) -> (Vec<TrialRecord>, Vec<String>) {
+pub fn records_in(log: &JobLog) -> (Vec<TrialRecord>, Vec<String>) {
     let mut out = Vec::new();
     let mut refused = Vec::new();
     for ((kind, name), bytes) in &log.docs {
@@ -659,7 +659,7 @@ fn untag(v: Value) -> Value {
 
 /// Job logs for tests.
 #[cfg(test)]
-pub(crate) mod testing {
+pub mod testing {
     use super::*;
 
     /// The target lines a definition prints for document `kind` `name`

@@ -120,7 +120,7 @@ fn definition_value(name: &str, s: &Scenario, script: &str, opts: &Options<'_>) 
 
 /// Minutes for the whole test: every trial with its overhead, twice, and
 /// five more for the binaries.
-pub(crate) fn test_minutes(s: &Scenario, trials: usize) -> u64 {
+pub fn test_minutes(s: &Scenario, trials: usize) -> u64 {
     let per = s.warmup.as_secs_f64() + s.duration.as_secs_f64() + TRIAL_OVERHEAD_S;
     (2.0 * per * trials as f64 / 60.0).ceil() as u64 + 5
 }
@@ -170,7 +170,7 @@ fn heredoc(out: &mut String, path: &str, text: &str) {
 }
 
 /// The script the definition's step runs on the board.
-pub(crate) fn script(
+pub fn script(
     file: &ScenarioFile,
     s: &Scenario,
     gates: &[Gate],
