@@ -318,7 +318,7 @@ mod tests {
     use std::path::{Path, PathBuf};
     use std::process::Command;
 
-    use xrunbench_lab::board::arch::Arch;
+    use xrunbench_lab::arch::Arch;
     use xrunbench_lab::deps::{
         for_board_build, BOARD_BUILD, LAB_SOURCE, PLAYER_RUNTIME, RUN, RUN_PREBUILT, RUN_SSH,
         RUN_SSH_PREBUILT, RUN_VM,

@@ -11,7 +11,7 @@ use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, ensure, Context, Result};
-use xrunbench_lab::board::arch::Arch;
+use xrunbench_lab::arch::Arch;
 use xrunbench_lab::board::build::{cross_env, Built, BOARD_CRATES};
 use xrunbench_lab::util::{cargo, run_checked};
 use xrunbench_schema::player::{EndReason, PlayerReport};

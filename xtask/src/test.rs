@@ -9,7 +9,8 @@ use std::process::ExitCode;
 
 use anyhow::{bail, Context, Result};
 
-use xrunbench_lab::board::{self, arch::Arch, build::Request, elf::GlibcVersion};
+use xrunbench_lab::arch::{self, Arch};
+use xrunbench_lab::board::{self, build::Request, elf::GlibcVersion};
 use xrunbench_lab::deps;
 use xrunbench_lab::util::{cargo, run_checked};
 use xrunbench_test_support::skip;
@@ -604,7 +605,7 @@ fn outcome(name: &str, result: Result<()>) -> Option<String> {
 pub struct BoardTestArgs {
     /// Architectures (default: those cross-built here).
     #[arg(long, value_enum, value_delimiter = ',')]
-    arch: Vec<board::arch::ArchChoice>,
+    arch: Vec<arch::ArchChoice>,
     /// Build (and fetch) everything the stage runs, with the checks on
     /// the builds, and run nothing: what `cargo xtask test` does ahead,
     /// beside the suite.
@@ -617,7 +618,7 @@ pub fn board_test(args: &BoardTestArgs) -> Result<ExitCode> {
     let arches = if args.arch.is_empty() {
         board_arches()
     } else {
-        board::arch::resolve(&args.arch)
+        arch::resolve(&args.arch)
     };
     let request = Request {
         arches: arches.clone(),

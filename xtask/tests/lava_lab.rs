@@ -31,7 +31,7 @@ use support::{
     cross_board_binaries, find_named, git, stopped_player_script, write_script, xtask, ScenarioText,
 };
 
-use xrunbench_lab::board::arch::Arch;
+use xrunbench_lab::arch::Arch;
 use xrunbench_lab::lab::initramfs::{Sound, CONSOLE_PROMPT};
 use xrunbench_lab::lab::kernel;
 use xrunbench_lava::server::{JobState, Server, ServerError, Token};

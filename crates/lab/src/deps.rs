@@ -15,7 +15,7 @@ use std::process::{Command, ExitCode, Stdio};
 
 use xrunbench_programs::{packages, programs, Program};
 
-use crate::board::arch::Arch;
+use crate::arch::Arch;
 use crate::util::{is_root, run_checked};
 
 /// A Debian (12) package, and why we need it.

@@ -571,7 +571,7 @@ fn resolve_config_vm(
         rt: v.rt,
         ..Default::default()
     };
-    let arch = xrunbench_lab::board::arch::Arch::host().ok_or((
+    let arch = xrunbench_lab::arch::Arch::host().ok_or((
         "kernel",
         "this machine's architecture is not a lab one".to_string(),
     ))?;

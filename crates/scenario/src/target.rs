@@ -365,7 +365,7 @@ fn apply_connection_keys(
         out.workdir = w.clone();
     }
     if let Some(a) = &t.arch {
-        use xrunbench_lab::board::arch::Arch;
+        use xrunbench_lab::arch::Arch;
         if a != "auto" && Arch::from_name(a).is_none() {
             return Err(("arch", format!("`{a}` is not auto, {}", Arch::names())));
         }

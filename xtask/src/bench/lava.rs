@@ -12,7 +12,7 @@ use std::process::{Command, ExitCode, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
-use xrunbench_lab::board::arch::Arch;
+use xrunbench_lab::arch::Arch;
 use xrunbench_lab::lab::initramfs::{Sound, CONSOLE_PROMPT};
 use xrunbench_lab::lab::kernel;
 use xrunbench_lab::lab::vm::console_image;

@@ -232,8 +232,8 @@ fn render(
 /// (the board binaries): the scenario asks nothing of either.
 fn push_board_rows(out: &mut String, p: &Probe) {
     let m = &p.machine;
-    let ours = xrunbench_lab::board::arch::Arch::from_uname_machine(&m.arch)
-        .map_or("none of ours", xrunbench_lab::board::arch::Arch::name);
+    let ours = xrunbench_lab::arch::Arch::from_uname_machine(&m.arch)
+        .map_or("none of ours", xrunbench_lab::arch::Arch::name);
     row(
         out,
         "architecture",

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 
 use anyhow::{bail, Result};
 
-use xrunbench_lab::board::arch::Arch;
+use xrunbench_lab::arch::Arch;
 use xrunbench_lab::board::build::{board_dir, BINARIES};
 
 /// `--bin-dir DIR`, declared once for every verb that runs the board

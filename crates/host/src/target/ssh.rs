@@ -36,7 +36,7 @@ use xrunbench_schema::probe::Probe;
 
 use super::hooks;
 use super::{last, run_to_end, Target, Unreachable, PID_MARKER};
-use xrunbench_lab::board::arch::Arch;
+use xrunbench_lab::arch::Arch;
 use xrunbench_lab::board::build::BINARIES;
 use xrunbench_lab::signals;
 use xrunbench_scenario::SshTarget;

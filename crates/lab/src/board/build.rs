@@ -13,9 +13,9 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
 
-use super::arch::Arch;
 use super::elf::{self, GlibcVersion};
 use super::{sysroot, zig};
+use crate::arch::Arch;
 use crate::deps::{self, DepsError};
 use crate::util::{cargo, run_checked, target_dir};
 
@@ -64,7 +64,7 @@ pub const BOARD_CRATES: &[&str] = &[
 pub struct BuildArgs {
     /// Architectures to build for (repeatable or comma-separated).
     #[arg(long, value_enum, value_delimiter = ',', default_value = "all")]
-    pub arch: Vec<super::arch::ArchChoice>,
+    pub arch: Vec<crate::arch::ArchChoice>,
     /// Where to put the binaries: DIR/<arch>/ (default
     /// target/board/<arch>, or target/board/<arch>-glibc<VERSION>).
     #[arg(long, value_name = "DIR")]
@@ -132,7 +132,7 @@ pub struct Request {
 /// `cargo xtask board build`.
 pub fn run(args: &BuildArgs) -> Result<std::process::ExitCode> {
     let request = Request {
-        arches: super::arch::resolve(&args.arch),
+        arches: crate::arch::resolve(&args.arch),
         out: args.out.clone(),
         glibc: args.glibc,
     };

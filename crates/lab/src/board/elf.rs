@@ -103,8 +103,8 @@ pub fn needed(elf: &[u8]) -> Result<Vec<String>, ElfError> {
 
 /// The architecture `elf` was built for (its `e_machine`), when it is one
 /// of ours.
-pub fn arch(elf: &[u8]) -> Result<Option<crate::board::arch::Arch>, ElfError> {
-    use crate::board::arch::Arch;
+pub fn arch(elf: &[u8]) -> Result<Option<crate::arch::Arch>, ElfError> {
+    use crate::arch::Arch;
     class_of(elf)?;
     // e_machine: a 16-bit field right after e_ident (16 bytes) and e_type.
     let machine = elf
@@ -335,7 +335,7 @@ mod tests {
         // This test's own binary: linked against glibc, built for here.
         let me = std::fs::read(std::env::current_exe().unwrap()).unwrap();
         assert!(needed(&me).unwrap().iter().any(|n| n == "libc.so.6"));
-        assert_eq!(arch(&me).unwrap(), crate::board::arch::Arch::host());
+        assert_eq!(arch(&me).unwrap(), crate::arch::Arch::host());
         assert_eq!(needed(b"#!/bin/sh\n"), Err(ElfError::NotElf));
         assert_eq!(arch(b"\x7fELF\x03\x01"), Err(ElfError::NotElf));
     }

@@ -2,7 +2,6 @@
 //! for aarch64 and armv7 or native (`board build`), and the glibc they
 //! need.
 
-pub mod arch;
 pub mod build;
 pub mod elf;
 pub mod sysroot;

@@ -23,7 +23,7 @@ use std::process::Command;
 
 use anyhow::{bail, Context, Result};
 
-use super::arch::Arch;
+use crate::arch::Arch;
 use crate::util::{is_root, run_checked};
 
 /// The board packages unpacked into the sysroot, each as the names it has

@@ -13,9 +13,9 @@ use std::process::Command;
 
 use anyhow::{Context, Result};
 
-use super::arch::Arch;
 use super::build::{cross_env, BINARIES};
 use super::elf::GlibcVersion;
+use crate::arch::Arch;
 use crate::util::{cargo, run_checked};
 
 /// The pip packages, at the versions this was checked with.

@@ -17,7 +17,7 @@ use std::process::Command;
 use anyhow::{bail, Context, Result};
 
 use super::cpio::{self, Entry};
-use crate::board::arch::Arch;
+use crate::arch::Arch;
 use crate::board::build::BINARIES;
 
 /// The line the guest prints on its console once it is ready (its sshd

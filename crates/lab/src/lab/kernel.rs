@@ -21,7 +21,7 @@ use std::process::Command;
 
 use anyhow::{bail, Context, Result};
 
-use crate::board::arch::Arch;
+use crate::arch::Arch;
 use crate::board::sysroot;
 use crate::util::run_checked;
 

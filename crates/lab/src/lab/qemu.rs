@@ -14,7 +14,7 @@ use anyhow::Result;
 
 use super::initramfs::{Sound, NO_SOUND, NO_SSHD};
 use super::qmp::Qmp;
-use crate::board::arch::Arch;
+use crate::arch::Arch;
 use crate::signals;
 use xrunbench_trial::child::cpu_time;
 

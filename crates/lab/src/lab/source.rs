@@ -21,7 +21,7 @@ use std::process::{Command, ExitCode};
 use anyhow::{bail, Context, Result};
 
 use super::kernel::{apt, apt_cache, apt_newer, cache_dir, dependency, download, Version};
-use crate::board::arch::Arch;
+use crate::arch::Arch;
 use crate::util::run_quiet;
 
 /// The lab's kernel configuration fragment for `arch`, merged over

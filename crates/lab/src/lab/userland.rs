@@ -21,7 +21,7 @@ use std::process::Command;
 use anyhow::{bail, Context, Result};
 
 use super::kernel::{apt, apt_cache, cache_dir, download, exists};
-use crate::board::arch::Arch;
+use crate::arch::Arch;
 use crate::board::elf;
 use crate::util::run_checked;
 

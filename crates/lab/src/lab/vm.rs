@@ -14,7 +14,7 @@ use super::initramfs::{self, Channel, Image, Sound};
 use super::kernel::cache_dir;
 use super::qemu::{self, Accel, Boot, BootError, Guest};
 use super::userland::Userland;
-use crate::board::arch::Arch;
+use crate::arch::Arch;
 use crate::util::run_checked;
 
 /// `[target] vm` as a scenario writes it: `kernel` or `debian`, every
