@@ -7,7 +7,7 @@
 
 mod common;
 
-use std::process::Command;
+use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
 use common::*;
@@ -31,28 +31,24 @@ fn jack_player(server: &JackServer) -> Command {
     cmd
 }
 
+/// Plays through plug:jack with the timing tests' writer
+/// ([`TIMED_WRITER`]) on CPU 1 and `more`, watched.
+fn play_timed(server: &JackServer, more: &[&str]) -> (Output, Watched) {
+    let args: Vec<&str> = ["-D", JACK_PCM]
+        .into_iter()
+        .chain(TIMED_WRITER)
+        .chain(["--cpu", "1"])
+        .chain(more.iter().copied())
+        .collect();
+    play_watched(&mut jack_player(server), &args)
+}
+
 #[test]
 fn two_seconds_play_cleanly_through_plug_jack() {
     let _serial = timing_lock();
     let server = server();
     let wav = tone(2.0);
-    let (_, w) = play_watched(
-        &mut jack_player(&server),
-        &[
-            "-D",
-            JACK_PCM,
-            "-B",
-            "20000",
-            "-F",
-            "5000",
-            "--priority",
-            "fifo:80",
-            "--cpu",
-            "1",
-            "-q",
-            wav.0.to_str().unwrap(),
-        ],
-    );
+    let (_, w) = play_timed(&server, &["-q", wav.0.to_str().unwrap()]);
     let report = &w.report;
     assert_eq!(report.params.backend, "alsa");
     assert_eq!(report.params.device, JACK_PCM);
@@ -83,19 +79,9 @@ fn writer_stalls_of_100_300_500_ms_give_one_underrun_each_within_3ms() {
     let _serial = timing_lock();
     let server = server();
     let wav = tone(1.0);
-    let (out, w) = play_watched(
-        &mut jack_player(&server),
+    let (out, w) = play_timed(
+        &server,
         &[
-            "-D",
-            JACK_PCM,
-            "-B",
-            "20000",
-            "-F",
-            "5000",
-            "--priority",
-            "fifo:80",
-            "--cpu",
-            "1",
             "--duration",
             "3.5",
             "--selftest-stall",

@@ -17,7 +17,7 @@
 
 mod common;
 
-use std::process::Command;
+use std::process::{Command, Output};
 
 use common::*;
 use xrunbench_schema::player::{ClockSource, EventSource, SelftestStall, Underrun};
@@ -33,6 +33,24 @@ const STALLS: [&str; 4] = [
     "--selftest-stall",
     "0.5:100,1.5:300,2.5:500",
 ];
+
+/// Plays a 2 s tone through `cmd`, real-time (`RT`) and quiet, watched.
+fn play_two_seconds(cmd: &mut Command) -> Watched {
+    let wav = tone(2.0);
+    let mut args = RT.to_vec();
+    args.extend(["-q", wav.0.to_str().unwrap()]);
+    play_watched(cmd, &args).1
+}
+
+/// Plays a 1 s tone through `cmd`, real-time (`RT`), with the `STALLS`
+/// injected into its data callback, watched.
+fn play_with_stalls(cmd: &mut Command) -> (Output, Watched) {
+    let wav = tone(1.0);
+    let mut args = RT.to_vec();
+    args.extend(STALLS);
+    args.push(wav.0.to_str().unwrap());
+    play_watched(cmd, &args)
+}
 
 fn jack() -> JackServer {
     JackServer::start(&JackConfig {
@@ -192,10 +210,7 @@ fn alsa_host_over_jack_plays_two_seconds_cleanly() {
     let _serial = timing_lock();
     let server = jack();
     let conf = HintedJackPcm::create().unwrap();
-    let wav = tone(2.0);
-    let mut args = RT.to_vec();
-    args.extend(["-q", wav.0.to_str().unwrap()]);
-    let (_, w) = play_watched(&mut alsa_host_player(&server, &conf), &args);
+    let w = play_two_seconds(&mut alsa_host_player(&server, &conf));
     assert_eq!(w.report.params.device, format!("alsa/{HINTED_JACK_PCM}"));
     // The jack plugin rounds to its 256-frame period; the player asked
     // ALSA first and says so.
@@ -209,11 +224,7 @@ fn alsa_host_callback_stalls_give_one_gap_each_within_10ms() {
     let _serial = timing_lock();
     let server = jack();
     let conf = HintedJackPcm::create().unwrap();
-    let wav = tone(1.0);
-    let mut args = RT.to_vec();
-    args.extend(STALLS);
-    args.push(wav.0.to_str().unwrap());
-    let (out, w) = play_watched(&mut alsa_host_player(&server, &conf), &args);
+    let (out, w) = play_with_stalls(&mut alsa_host_player(&server, &conf));
     assert_one_gap_per_stall(&w, "cpal alsa");
     // The ALSA host's EPIPE comes back as cpal's Xrun: both sources saw it.
     for e in w
@@ -248,10 +259,7 @@ mod jack_host {
     fn jack_host_plays_two_seconds_cleanly() {
         let _serial = timing_lock();
         let server = jack();
-        let wav = tone(2.0);
-        let mut args = RT.to_vec();
-        args.extend(["-q", wav.0.to_str().unwrap()]);
-        let (_, w) = play_watched(&mut jack_host_player(&server), &args);
+        let w = play_two_seconds(&mut jack_host_player(&server));
         // JACK takes callbacks of its own period only, and floats only.
         assert_eq!(w.report.params.period_frames, 256);
         assert_eq!(w.report.params.format, "FLOAT_LE");
@@ -262,11 +270,7 @@ mod jack_host {
     fn jack_host_callback_stalls_give_one_gap_each_within_10ms() {
         let _serial = timing_lock();
         let server = jack();
-        let wav = tone(1.0);
-        let mut args = RT.to_vec();
-        args.extend(STALLS);
-        args.push(wav.0.to_str().unwrap());
-        let (_, w) = play_watched(&mut jack_host_player(&server), &args);
+        let (_, w) = play_with_stalls(&mut jack_host_player(&server));
         assert_one_gap_per_stall_beside(&w, "cpal jack", &[EventSource::CpalXrun]);
     }
 }
@@ -324,10 +328,7 @@ mod pulse_host {
     fn pulseaudio_host_plays_two_seconds_cleanly() {
         let _serial = timing_lock();
         let server = pulse();
-        let wav = tone(2.0);
-        let mut args = RT.to_vec();
-        args.extend(["-q", wav.0.to_str().unwrap()]);
-        let (_, w) = play_watched(&mut pulse_host_player(&server), &args);
+        let w = play_two_seconds(&mut pulse_host_player(&server));
         assert_eq!(w.report.params.device, "pulseaudio/xrunbench");
         assert_clean(&w, "cpal pulseaudio");
         assert_host_threads_share_the_callback_scheduling(&w.report, "cpal pulseaudio");
@@ -337,11 +338,7 @@ mod pulse_host {
     fn pulseaudio_host_callback_stalls_give_one_gap_each_within_10ms() {
         let _serial = timing_lock();
         let server = pulse();
-        let wav = tone(1.0);
-        let mut args = RT.to_vec();
-        args.extend(STALLS);
-        args.push(wav.0.to_str().unwrap());
-        let (_, w) = play_watched(&mut pulse_host_player(&server), &args);
+        let (_, w) = play_with_stalls(&mut pulse_host_player(&server));
         assert_one_gap_per_stall(&w, "cpal pulseaudio");
     }
 }
@@ -380,10 +377,7 @@ mod pipewire_host {
     fn pipewire_host_plays_two_seconds_cleanly() {
         let _serial = timing_lock();
         let server = server();
-        let wav = tone(2.0);
-        let mut args = RT.to_vec();
-        args.extend(["-q", wav.0.to_str().unwrap()]);
-        let (_, w) = play_watched(&mut pipewire_host_player(&server), &args);
+        let w = play_two_seconds(&mut pipewire_host_player(&server));
         assert_eq!(w.report.params.device, format!("pipewire/{PIPEWIRE_SINK}"));
         assert_clean(&w, "cpal pipewire");
         assert_host_threads_share_the_callback_scheduling(&w.report, "cpal pipewire");
@@ -395,11 +389,7 @@ mod pipewire_host {
     fn pipewire_host_callback_stalls_give_one_gap_each_within_10ms() {
         let _serial = timing_lock();
         let server = server();
-        let wav = tone(1.0);
-        let mut args = RT.to_vec();
-        args.extend(STALLS);
-        args.push(wav.0.to_str().unwrap());
-        let (_, w) = play_watched(&mut pipewire_host_player(&server), &args);
+        let (_, w) = play_with_stalls(&mut pipewire_host_player(&server));
         assert_one_gap_per_stall(&w, "cpal pipewire");
     }
 }
