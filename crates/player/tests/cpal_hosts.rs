@@ -21,7 +21,7 @@ use std::process::{Command, Output};
 
 use common::*;
 use xrunbench_schema::player::{ClockSource, EventSource, SelftestStall, Underrun};
-use xrunbench_test_support::servers::{HintedJackPcm, JackConfig, JackServer, HINTED_JACK_PCM};
+use xrunbench_test_support::servers::{HintedJackPcm, JackServer, HINTED_JACK_PCM};
 
 /// The common arguments: real-time on CPU 1, a 20 ms buffer.
 const RT: [&str; 6] = ["--priority", "fifo:80", "--cpu", "1", "-B", "20000"];
@@ -50,17 +50,6 @@ fn play_with_stalls(cmd: &mut Command) -> (Output, Watched) {
     args.extend(STALLS);
     args.push(wav.0.to_str().unwrap());
     play_watched(cmd, &args)
-}
-
-fn jack() -> JackServer {
-    JackServer::start(&JackConfig {
-        cpus: Some("0".into()),
-        // libjack's process threads (the ALSA `jack` plugin's included) at
-        // 85, above the callbacks at 80 that wait for them.
-        priority: Some(90),
-        ..JackConfig::default()
-    })
-    .expect("start a JACK dummy server (cargo xtask test installs jackd2)")
 }
 
 /// Asserts one callback-gap event per stall, within 10 ms of the expected
@@ -208,7 +197,7 @@ fn alsa_host_player(server: &JackServer, conf: &HintedJackPcm) -> Command {
 #[test]
 fn alsa_host_over_jack_plays_two_seconds_cleanly() {
     let _serial = timing_lock();
-    let server = jack();
+    let server = timing_jack();
     let conf = HintedJackPcm::create().unwrap();
     let w = play_two_seconds(&mut alsa_host_player(&server, &conf));
     assert_eq!(w.report.params.device, format!("alsa/{HINTED_JACK_PCM}"));
@@ -222,7 +211,7 @@ fn alsa_host_over_jack_plays_two_seconds_cleanly() {
 #[test]
 fn alsa_host_callback_stalls_give_one_gap_each_within_10ms() {
     let _serial = timing_lock();
-    let server = jack();
+    let server = timing_jack();
     let conf = HintedJackPcm::create().unwrap();
     let (out, w) = play_with_stalls(&mut alsa_host_player(&server, &conf));
     assert_one_gap_per_stall(&w, "cpal alsa");
@@ -258,7 +247,7 @@ mod jack_host {
     #[test]
     fn jack_host_plays_two_seconds_cleanly() {
         let _serial = timing_lock();
-        let server = jack();
+        let server = timing_jack();
         let w = play_two_seconds(&mut jack_host_player(&server));
         // JACK takes callbacks of its own period only, and floats only.
         assert_eq!(w.report.params.period_frames, 256);
@@ -269,7 +258,7 @@ mod jack_host {
     #[test]
     fn jack_host_callback_stalls_give_one_gap_each_within_10ms() {
         let _serial = timing_lock();
-        let server = jack();
+        let server = timing_jack();
         let (_, w) = play_with_stalls(&mut jack_host_player(&server));
         assert_one_gap_per_stall_beside(&w, "cpal jack", &[EventSource::CpalXrun]);
     }

@@ -1,6 +1,7 @@
 //! The player's fixtures: its input files (tones, raw bytes), running it
 //! and reading its report, telling its underruns from the machine's own
-//! pauses, and the lock that keeps its timing tests apart.
+//! pauses, the JACK server its timing tests play through and the lock
+//! that keeps them apart.
 //!
 //! What only the player's own integration tests can know (its binary,
 //! cargo's scratch directory for them, the player's tmpfs check) stays in
@@ -15,9 +16,26 @@ use xrunbench_schema::monitor::{MachinePause, MonitorSpec};
 use xrunbench_schema::player::{SelftestStall, Underrun};
 use xrunbench_schema::PlayerReport;
 
+use crate::servers::{JackConfig, JackServer};
+
 /// The writer of the timing tests: a 20 ms buffer of 5 ms periods, at
 /// FIFO 80.
 pub const TIMED_WRITER: [&str; 6] = ["-B", "20000", "-F", "5000", "--priority", "fifo:80"];
+
+/// The JACK dummy server the timing tests play through, on CPU 0 (the
+/// player's writer and callbacks run on CPU 1, so a stall of theirs never
+/// stalls the server), at FIFO 90: libjack's process threads, the ALSA
+/// `jack` plugin's inside the player included, run at 85, above the
+/// writers and callbacks under test (FIFO 10 and 80), which wait for them,
+/// and below a hog at FIFO 90 on the writer's CPU.
+pub fn timing_jack() -> JackServer {
+    JackServer::start(&JackConfig {
+        cpus: Some("0".into()),
+        priority: Some(90),
+        ..JackConfig::default()
+    })
+    .expect("start a JACK dummy server (cargo xtask test installs jackd2)")
+}
 
 /// Held while a timing test runs; see [`timing_lock`].
 pub struct TimingGuard {
