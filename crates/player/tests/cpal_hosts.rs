@@ -185,12 +185,20 @@ fn assert_clean_beside(w: &Watched, host: &str, extra: &[EventSource]) {
     assert!(report.fill.count > 50, "{host}: near misses measured");
 }
 
+/// The player on cpal's `host`, playing to `device` (`None`: the host's
+/// default).
+fn cpal_player(host: &str, device: Option<&str>) -> Command {
+    let mut cmd = player();
+    cmd.args(["--backend", "cpal", "--host", host]);
+    cmd.args(device.map(|d| ["-D", d]).into_iter().flatten());
+    cmd
+}
+
 /// cpal's ALSA host through the hinted `plug` PCM over JACK.
 fn alsa_host_player(server: &JackServer, conf: &HintedJackPcm) -> Command {
-    let mut cmd = player();
+    let mut cmd = cpal_player("alsa", Some(HINTED_JACK_PCM));
     server.configure(&mut cmd);
     conf.configure(&mut cmd);
-    cmd.args(["--backend", "cpal", "--host", "alsa", "-D", HINTED_JACK_PCM]);
     cmd
 }
 
@@ -238,9 +246,8 @@ mod jack_host {
     use super::*;
 
     fn jack_host_player(server: &JackServer) -> Command {
-        let mut cmd = player();
+        let mut cmd = cpal_player("jack", None);
         server.configure(&mut cmd);
-        cmd.args(["--backend", "cpal", "--host", "jack"]);
         cmd
     }
 
@@ -279,16 +286,8 @@ mod pulse_host {
     }
 
     fn pulse_host_player(server: &PulseServer) -> Command {
-        let mut cmd = player();
+        let mut cmd = cpal_player("pulseaudio", Some("xrunbench"));
         server.configure(&mut cmd);
-        cmd.args([
-            "--backend",
-            "cpal",
-            "--host",
-            "pulseaudio",
-            "-D",
-            "xrunbench",
-        ]);
         cmd
     }
 
@@ -338,16 +337,8 @@ mod pipewire_host {
     use xrunbench_test_support::servers::{PipeWireServer, PIPEWIRE_SINK};
 
     fn pipewire_host_player(server: &PipeWireServer) -> Command {
-        let mut cmd = player();
+        let mut cmd = cpal_player("pipewire", Some(PIPEWIRE_SINK));
         server.configure(&mut cmd);
-        cmd.args([
-            "--backend",
-            "cpal",
-            "--host",
-            "pipewire",
-            "-D",
-            PIPEWIRE_SINK,
-        ]);
         cmd
     }
 
