@@ -77,6 +77,28 @@ pub(crate) fn setup(what: &'static str, e: &std::io::Error) -> Error {
     }
 }
 
+/// Reads one worker's ready byte from `ready_r` (found readable), in
+/// either mode. At end of file `why_ended` first names a worker that died
+/// when it can (process mode); otherwise the pipe's end is reported as
+/// rt-tests reports a failed read, "Reading for readyfds".
+pub(crate) fn read_ready_byte(
+    ready_r: RawFd,
+    why_ended: impl FnOnce() -> Result<(), Error>,
+) -> Result<(), Error> {
+    match sys::read_byte(ready_r, stop::stop_requested) {
+        Ok(true) => Ok(()),
+        Ok(false) => {
+            why_ended()?;
+            Err(setup(
+                "Reading for readyfds",
+                &std::io::Error::from_raw_os_error(libc::EPIPE),
+            ))
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::Interrupted => Err(Error::Interrupted),
+        Err(e) => Err(setup("Reading for readyfds", &e)),
+    }
+}
+
 /// The message buffers, allocated before any fork; each child writes to
 /// its own copy-on-write copy, as rt-tests' children use their own stacks
 /// (copied before the child says ready: `worker::map_in`).
@@ -170,20 +192,8 @@ fn wait_ready(
         if n < 0 {
             continue; // EINTR: the stop check above decides.
         }
-        match sys::read_byte(fd, stop::stop_requested) {
-            Ok(true) => got += 1,
-            Ok(false) => {
-                kids.check_early_exit(slots)?;
-                return Err(setup(
-                    "Reading for readyfds",
-                    &std::io::Error::from_raw_os_error(libc::EPIPE),
-                ));
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {
-                return Err(Error::Interrupted)
-            }
-            Err(e) => return Err(setup("Reading for readyfds", &e)),
-        }
+        read_ready_byte(fd, || kids.check_early_exit(slots))?;
+        got += 1;
     }
     Ok(())
 }

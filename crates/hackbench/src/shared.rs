@@ -101,6 +101,12 @@ impl Slot {
         (stage, self.errno.load(Ordering::Relaxed))
     }
 
+    /// Stores what a worker moved: whole messages, and bytes.
+    pub(crate) fn set_moved(&self, messages: u64, bytes: u64) {
+        self.messages.store(messages, Ordering::Relaxed);
+        self.bytes.store(bytes, Ordering::Relaxed);
+    }
+
     /// Stores the context switches of a finished worker, as rusage gives
     /// them (`long`: 32 bits on armv7).
     pub(crate) fn set_ctxsw(&self, nvcsw: libc::c_long, nivcsw: libc::c_long) {

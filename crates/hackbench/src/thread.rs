@@ -23,7 +23,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use crate::fdpair::{fdpair, Pair};
-use crate::process::{fifo, setup};
+use crate::process::{fifo, read_ready_byte, setup};
 use crate::shared::{Slots, Stage};
 use crate::stop;
 use crate::sys;
@@ -412,19 +412,8 @@ fn wait_ready(
             }
             continue;
         }
-        match sys::read_byte(ready_r.as_raw_fd(), stop::stop_requested) {
-            Ok(true) => got += 1,
-            Ok(false) => {
-                return Err(setup(
-                    "Reading for readyfds",
-                    &std::io::Error::from_raw_os_error(libc::EPIPE),
-                ))
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {
-                return Err(Error::Interrupted)
-            }
-            Err(e) => return Err(setup("Reading for readyfds", &e)),
-        }
+        read_ready_byte(ready_r.as_raw_fd(), || Ok(()))?;
+        got += 1;
     }
     Ok(())
 }

@@ -118,65 +118,72 @@ fn ready(ctx: &Ctx<'_>) -> Result<(), Fail> {
 
 /// rt-tests' `sender()`: fill the buffer with '-' after the wake-up (as it
 /// does), then spray `loops` rounds over every receiver of the group.
-fn send(out_fds: &[RawFd], ctx: Ctx<'_>) -> Result<(), Fail> {
+fn send(out_fds: &[RawFd], mut ctx: Ctx<'_>) -> Result<(), Fail> {
     ctx.buf.fill(b'-');
     let (mut messages, mut bytes) = (0u64, 0u64);
     let mut result = Ok(());
     'all: for _ in 0..ctx.loops {
         for &fd in out_fds {
-            let mut done = 0;
-            while done < ctx.buf.len() {
-                let rest = &ctx.buf[done..];
-                // SAFETY: writing from a valid slice.
-                let r = unsafe { libc::write(fd, rest.as_ptr().cast(), rest.len()) };
-                if r < 0 {
-                    if let Err(f) = failure(&ctx, Stage::SenderWrite) {
-                        result = Err(f);
-                        break 'all;
-                    }
-                    continue;
-                }
-                done += r as usize;
-                bytes += r as u64;
+            // SAFETY: writing from a valid slice.
+            let write =
+                |rest: &mut [u8]| unsafe { libc::write(fd, rest.as_ptr().cast(), rest.len()) };
+            if let Err(f) = whole_message(&mut ctx, Stage::SenderWrite, &mut bytes, write) {
+                result = Err(f);
+                break 'all;
             }
             messages += 1;
         }
     }
-    ctx.slot.messages.store(messages, Ordering::Relaxed);
-    ctx.slot.bytes.store(bytes, Ordering::Relaxed);
+    ctx.slot.set_moved(messages, bytes);
     result
 }
 
 /// rt-tests' `receiver()`: read `packets` messages of exactly `datasize`
 /// bytes (never looking at the contents), counting what arrives.
-fn receive(in_fd: RawFd, packets: u64, ctx: Ctx<'_>) -> Result<(), Fail> {
+fn receive(in_fd: RawFd, packets: u64, mut ctx: Ctx<'_>) -> Result<(), Fail> {
     let (mut messages, mut bytes) = (0u64, 0u64);
     let mut result = Ok(());
-    'all: for _ in 0..packets {
-        let mut done = 0;
-        while done < ctx.buf.len() {
-            let rest = &mut ctx.buf[done..];
-            // SAFETY: reading into a valid slice.
-            let r = unsafe { libc::read(in_fd, rest.as_mut_ptr().cast(), rest.len()) };
-            if r == 0 {
-                result = Err((Stage::ReceiverEof, 0));
-                break 'all;
-            }
-            if r < 0 {
-                if let Err(f) = failure(&ctx, Stage::ReceiverRead) {
-                    result = Err(f);
-                    break 'all;
-                }
-                continue;
-            }
-            done += r as usize;
-            bytes += r as u64;
+    for _ in 0..packets {
+        // SAFETY: reading into a valid slice.
+        let read =
+            |rest: &mut [u8]| unsafe { libc::read(in_fd, rest.as_mut_ptr().cast(), rest.len()) };
+        if let Err(f) = whole_message(&mut ctx, Stage::ReceiverRead, &mut bytes, read) {
+            result = Err(f);
+            break;
         }
         messages += 1;
     }
-    ctx.slot.messages.store(messages, Ordering::Relaxed);
-    ctx.slot.bytes.store(bytes, Ordering::Relaxed);
+    ctx.slot.set_moved(messages, bytes);
     result
+}
+
+/// rt-tests' `again:` loop, the sender's and the receiver's: moves one
+/// whole message, `io` (one write from or read into the rest of the
+/// buffer) at a time, retrying partial transfers and EINTRs, and adds the
+/// bytes moved to `bytes`. A read of 0 is the stream's end (rt-tests spins
+/// there); a write of 0 moved nothing and is retried, as in rt-tests.
+/// Always inlined: each loop stays rt-tests' own, with no call per message.
+#[inline(always)]
+fn whole_message(
+    ctx: &mut Ctx<'_>,
+    stage: Stage,
+    bytes: &mut u64,
+    mut io: impl FnMut(&mut [u8]) -> isize,
+) -> Result<(), Fail> {
+    let mut done = 0;
+    while done < ctx.buf.len() {
+        let r = io(&mut ctx.buf[done..]);
+        if r == 0 && stage == Stage::ReceiverRead {
+            return Err((Stage::ReceiverEof, 0));
+        }
+        if r < 0 {
+            failure(ctx, stage)?;
+            continue;
+        }
+        done += r as usize;
+        *bytes += r as u64;
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -7,23 +7,12 @@
 
 mod common;
 
-use std::process::Command;
+use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
 use common::*;
 use xrunbench_schema::player::ClockSource;
-use xrunbench_test_support::servers::{JackConfig, JackServer, JACK_PCM};
-
-fn server() -> JackServer {
-    JackServer::start(&JackConfig {
-        cpus: Some("0".into()),
-        // Plugin threads at 85: above the writers (FIFO 10 and 80 here),
-        // below the hog (FIFO 90 on the writer's CPU).
-        priority: Some(90),
-        ..JackConfig::default()
-    })
-    .expect("start a JACK dummy server (cargo xtask test installs jackd2)")
-}
+use xrunbench_test_support::servers::{JackServer, JACK_PCM};
 
 fn jack_player(server: &JackServer) -> Command {
     let mut cmd = player();
@@ -31,28 +20,24 @@ fn jack_player(server: &JackServer) -> Command {
     cmd
 }
 
+/// Plays through plug:jack with the timing tests' writer
+/// ([`TIMED_WRITER`]) on CPU 1 and `more`, watched.
+fn play_timed(server: &JackServer, more: &[&str]) -> (Output, Watched) {
+    let args: Vec<&str> = ["-D", JACK_PCM]
+        .into_iter()
+        .chain(TIMED_WRITER)
+        .chain(["--cpu", "1"])
+        .chain(more.iter().copied())
+        .collect();
+    play_watched(&mut jack_player(server), &args)
+}
+
 #[test]
 fn two_seconds_play_cleanly_through_plug_jack() {
     let _serial = timing_lock();
-    let server = server();
+    let server = timing_jack();
     let wav = tone(2.0);
-    let (_, w) = play_watched(
-        &mut jack_player(&server),
-        &[
-            "-D",
-            JACK_PCM,
-            "-B",
-            "20000",
-            "-F",
-            "5000",
-            "--priority",
-            "fifo:80",
-            "--cpu",
-            "1",
-            "-q",
-            wav.0.to_str().unwrap(),
-        ],
-    );
+    let (_, w) = play_timed(&server, &["-q", wav.0.to_str().unwrap()]);
     let report = &w.report;
     assert_eq!(report.params.backend, "alsa");
     assert_eq!(report.params.device, JACK_PCM);
@@ -81,21 +66,11 @@ fn two_seconds_play_cleanly_through_plug_jack() {
 #[test]
 fn writer_stalls_of_100_300_500_ms_give_one_underrun_each_within_3ms() {
     let _serial = timing_lock();
-    let server = server();
+    let server = timing_jack();
     let wav = tone(1.0);
-    let (out, w) = play_watched(
-        &mut jack_player(&server),
+    let (out, w) = play_timed(
+        &server,
         &[
-            "-D",
-            JACK_PCM,
-            "-B",
-            "20000",
-            "-F",
-            "5000",
-            "--priority",
-            "fifo:80",
-            "--cpu",
-            "1",
             "--duration",
             "3.5",
             "--selftest-stall",
@@ -138,6 +113,22 @@ fn wait_until_playing(server: &JackServer, pid: u32, on_cpu: Option<&str>) {
     }
     std::thread::sleep(Duration::from_millis(300));
 }
+
+/// The writer the hog stalls: plug:jack, a 20 ms buffer of 5 ms periods,
+/// on CPU 1 at FIFO 10: above anything else the machine runs (so only the
+/// hog stalls it), below the hog at FIFO 90, which takes that CPU whole.
+const HOGGED_WRITER: [&str; 10] = [
+    "-D",
+    JACK_PCM,
+    "-B",
+    "20000",
+    "-F",
+    "5000",
+    "--cpu",
+    "1",
+    "--priority",
+    "fifo:10",
+];
 
 /// Whether any port is connected in the server's graph (`jack_lsp -c`
 /// indents a port's connections under it): only the server's own ports
@@ -199,27 +190,12 @@ fn hog_cpu(cpu: &str, secs: &str) -> Duration {
 #[test]
 fn a_real_scheduling_stall_is_one_underrun_of_the_right_length() {
     let _serial = timing_lock();
-    let server = server();
+    let server = timing_jack();
     let wav = tone(3.0);
     let json = TempFile(std::env::temp_dir().join(format!("xrun-hog-{}.json", std::process::id())));
-    // A FIFO 10 writer on CPU 1: above anything else the machine runs
-    // (so only the hog stalls it), below the hog at FIFO 90, which takes
-    // that CPU whole.
     let child = jack_player(&server)
-        .args([
-            "-D",
-            JACK_PCM,
-            "-B",
-            "20000",
-            "-F",
-            "5000",
-            "--cpu",
-            "1",
-            "--priority",
-            "fifo:10",
-            "-q",
-            "--json",
-        ])
+        .args(HOGGED_WRITER)
+        .args(["-q", "--json"])
         .arg(&json.0)
         .arg(&wav.0)
         .spawn()
@@ -260,7 +236,7 @@ fn pin_thread(tid: u32, cpu: &str) {
 #[test]
 fn aplay_and_xrun_player_see_the_same_stall() {
     let _serial = timing_lock();
-    let server = server();
+    let server = timing_jack();
     let wav = tone(3.0);
     let mut results = Vec::new();
     for tool in ["aplay", "xrun-player"] {
@@ -275,18 +251,7 @@ fn aplay_and_xrun_player_see_the_same_stall() {
             }
             _ => {
                 let mut c = player();
-                c.args([
-                    "-D",
-                    JACK_PCM,
-                    "-B",
-                    "20000",
-                    "-F",
-                    "5000",
-                    "--cpu",
-                    "1",
-                    "--priority",
-                    "fifo:10",
-                ]);
+                c.args(HOGGED_WRITER);
                 c
             }
         };
@@ -336,7 +301,7 @@ fn aplay_and_xrun_player_see_the_same_stall() {
 #[test]
 fn every_hound_format_plays_through_plug() {
     let _serial = timing_lock();
-    let server = server();
+    let server = timing_jack();
     let specs = [
         (1, 44_100, 8, hound::SampleFormat::Int),
         (2, 48_000, 16, hound::SampleFormat::Int),

@@ -17,11 +17,11 @@
 
 mod common;
 
-use std::process::Command;
+use std::process::{Command, Output};
 
 use common::*;
 use xrunbench_schema::player::{ClockSource, EventSource, SelftestStall, Underrun};
-use xrunbench_test_support::servers::{HintedJackPcm, JackConfig, JackServer, HINTED_JACK_PCM};
+use xrunbench_test_support::servers::{HintedJackPcm, JackServer, HINTED_JACK_PCM};
 
 /// The common arguments: real-time on CPU 1, a 20 ms buffer.
 const RT: [&str; 6] = ["--priority", "fifo:80", "--cpu", "1", "-B", "20000"];
@@ -34,15 +34,22 @@ const STALLS: [&str; 4] = [
     "0.5:100,1.5:300,2.5:500",
 ];
 
-fn jack() -> JackServer {
-    JackServer::start(&JackConfig {
-        cpus: Some("0".into()),
-        // libjack's process threads (the ALSA `jack` plugin's included) at
-        // 85, above the callbacks at 80 that wait for them.
-        priority: Some(90),
-        ..JackConfig::default()
-    })
-    .expect("start a JACK dummy server (cargo xtask test installs jackd2)")
+/// Plays a 2 s tone through `cmd`, real-time (`RT`) and quiet, watched.
+fn play_two_seconds(cmd: &mut Command) -> Watched {
+    let wav = tone(2.0);
+    let mut args = RT.to_vec();
+    args.extend(["-q", wav.0.to_str().unwrap()]);
+    play_watched(cmd, &args).1
+}
+
+/// Plays a 1 s tone through `cmd`, real-time (`RT`), with the `STALLS`
+/// injected into its data callback, watched.
+fn play_with_stalls(cmd: &mut Command) -> (Output, Watched) {
+    let wav = tone(1.0);
+    let mut args = RT.to_vec();
+    args.extend(STALLS);
+    args.push(wav.0.to_str().unwrap());
+    play_watched(cmd, &args)
 }
 
 /// Asserts one callback-gap event per stall, within 10 ms of the expected
@@ -178,24 +185,29 @@ fn assert_clean_beside(w: &Watched, host: &str, extra: &[EventSource]) {
     assert!(report.fill.count > 50, "{host}: near misses measured");
 }
 
+/// The player on cpal's `host`, playing to `device` (`None`: the host's
+/// default).
+fn cpal_player(host: &str, device: Option<&str>) -> Command {
+    let mut cmd = player();
+    cmd.args(["--backend", "cpal", "--host", host]);
+    cmd.args(device.map(|d| ["-D", d]).into_iter().flatten());
+    cmd
+}
+
 /// cpal's ALSA host through the hinted `plug` PCM over JACK.
 fn alsa_host_player(server: &JackServer, conf: &HintedJackPcm) -> Command {
-    let mut cmd = player();
+    let mut cmd = cpal_player("alsa", Some(HINTED_JACK_PCM));
     server.configure(&mut cmd);
     conf.configure(&mut cmd);
-    cmd.args(["--backend", "cpal", "--host", "alsa", "-D", HINTED_JACK_PCM]);
     cmd
 }
 
 #[test]
 fn alsa_host_over_jack_plays_two_seconds_cleanly() {
     let _serial = timing_lock();
-    let server = jack();
+    let server = timing_jack();
     let conf = HintedJackPcm::create().unwrap();
-    let wav = tone(2.0);
-    let mut args = RT.to_vec();
-    args.extend(["-q", wav.0.to_str().unwrap()]);
-    let (_, w) = play_watched(&mut alsa_host_player(&server, &conf), &args);
+    let w = play_two_seconds(&mut alsa_host_player(&server, &conf));
     assert_eq!(w.report.params.device, format!("alsa/{HINTED_JACK_PCM}"));
     // The jack plugin rounds to its 256-frame period; the player asked
     // ALSA first and says so.
@@ -207,13 +219,9 @@ fn alsa_host_over_jack_plays_two_seconds_cleanly() {
 #[test]
 fn alsa_host_callback_stalls_give_one_gap_each_within_10ms() {
     let _serial = timing_lock();
-    let server = jack();
+    let server = timing_jack();
     let conf = HintedJackPcm::create().unwrap();
-    let wav = tone(1.0);
-    let mut args = RT.to_vec();
-    args.extend(STALLS);
-    args.push(wav.0.to_str().unwrap());
-    let (out, w) = play_watched(&mut alsa_host_player(&server, &conf), &args);
+    let (out, w) = play_with_stalls(&mut alsa_host_player(&server, &conf));
     assert_one_gap_per_stall(&w, "cpal alsa");
     // The ALSA host's EPIPE comes back as cpal's Xrun: both sources saw it.
     for e in w
@@ -238,20 +246,16 @@ mod jack_host {
     use super::*;
 
     fn jack_host_player(server: &JackServer) -> Command {
-        let mut cmd = player();
+        let mut cmd = cpal_player("jack", None);
         server.configure(&mut cmd);
-        cmd.args(["--backend", "cpal", "--host", "jack"]);
         cmd
     }
 
     #[test]
     fn jack_host_plays_two_seconds_cleanly() {
         let _serial = timing_lock();
-        let server = jack();
-        let wav = tone(2.0);
-        let mut args = RT.to_vec();
-        args.extend(["-q", wav.0.to_str().unwrap()]);
-        let (_, w) = play_watched(&mut jack_host_player(&server), &args);
+        let server = timing_jack();
+        let w = play_two_seconds(&mut jack_host_player(&server));
         // JACK takes callbacks of its own period only, and floats only.
         assert_eq!(w.report.params.period_frames, 256);
         assert_eq!(w.report.params.format, "FLOAT_LE");
@@ -261,12 +265,8 @@ mod jack_host {
     #[test]
     fn jack_host_callback_stalls_give_one_gap_each_within_10ms() {
         let _serial = timing_lock();
-        let server = jack();
-        let wav = tone(1.0);
-        let mut args = RT.to_vec();
-        args.extend(STALLS);
-        args.push(wav.0.to_str().unwrap());
-        let (_, w) = play_watched(&mut jack_host_player(&server), &args);
+        let server = timing_jack();
+        let (_, w) = play_with_stalls(&mut jack_host_player(&server));
         assert_one_gap_per_stall_beside(&w, "cpal jack", &[EventSource::CpalXrun]);
     }
 }
@@ -286,16 +286,8 @@ mod pulse_host {
     }
 
     fn pulse_host_player(server: &PulseServer) -> Command {
-        let mut cmd = player();
+        let mut cmd = cpal_player("pulseaudio", Some("xrunbench"));
         server.configure(&mut cmd);
-        cmd.args([
-            "--backend",
-            "cpal",
-            "--host",
-            "pulseaudio",
-            "-D",
-            "xrunbench",
-        ]);
         cmd
     }
 
@@ -324,10 +316,7 @@ mod pulse_host {
     fn pulseaudio_host_plays_two_seconds_cleanly() {
         let _serial = timing_lock();
         let server = pulse();
-        let wav = tone(2.0);
-        let mut args = RT.to_vec();
-        args.extend(["-q", wav.0.to_str().unwrap()]);
-        let (_, w) = play_watched(&mut pulse_host_player(&server), &args);
+        let w = play_two_seconds(&mut pulse_host_player(&server));
         assert_eq!(w.report.params.device, "pulseaudio/xrunbench");
         assert_clean(&w, "cpal pulseaudio");
         assert_host_threads_share_the_callback_scheduling(&w.report, "cpal pulseaudio");
@@ -337,11 +326,7 @@ mod pulse_host {
     fn pulseaudio_host_callback_stalls_give_one_gap_each_within_10ms() {
         let _serial = timing_lock();
         let server = pulse();
-        let wav = tone(1.0);
-        let mut args = RT.to_vec();
-        args.extend(STALLS);
-        args.push(wav.0.to_str().unwrap());
-        let (_, w) = play_watched(&mut pulse_host_player(&server), &args);
+        let (_, w) = play_with_stalls(&mut pulse_host_player(&server));
         assert_one_gap_per_stall(&w, "cpal pulseaudio");
     }
 }
@@ -352,16 +337,8 @@ mod pipewire_host {
     use xrunbench_test_support::servers::{PipeWireServer, PIPEWIRE_SINK};
 
     fn pipewire_host_player(server: &PipeWireServer) -> Command {
-        let mut cmd = player();
+        let mut cmd = cpal_player("pipewire", Some(PIPEWIRE_SINK));
         server.configure(&mut cmd);
-        cmd.args([
-            "--backend",
-            "cpal",
-            "--host",
-            "pipewire",
-            "-D",
-            PIPEWIRE_SINK,
-        ]);
         cmd
     }
 
@@ -380,10 +357,7 @@ mod pipewire_host {
     fn pipewire_host_plays_two_seconds_cleanly() {
         let _serial = timing_lock();
         let server = server();
-        let wav = tone(2.0);
-        let mut args = RT.to_vec();
-        args.extend(["-q", wav.0.to_str().unwrap()]);
-        let (_, w) = play_watched(&mut pipewire_host_player(&server), &args);
+        let w = play_two_seconds(&mut pipewire_host_player(&server));
         assert_eq!(w.report.params.device, format!("pipewire/{PIPEWIRE_SINK}"));
         assert_clean(&w, "cpal pipewire");
         assert_host_threads_share_the_callback_scheduling(&w.report, "cpal pipewire");
@@ -395,11 +369,7 @@ mod pipewire_host {
     fn pipewire_host_callback_stalls_give_one_gap_each_within_10ms() {
         let _serial = timing_lock();
         let server = server();
-        let wav = tone(1.0);
-        let mut args = RT.to_vec();
-        args.extend(STALLS);
-        args.push(wav.0.to_str().unwrap());
-        let (_, w) = play_watched(&mut pipewire_host_player(&server), &args);
+        let (_, w) = play_with_stalls(&mut pipewire_host_player(&server));
         assert_one_gap_per_stall(&w, "cpal pipewire");
     }
 }

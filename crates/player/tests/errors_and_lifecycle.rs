@@ -11,6 +11,7 @@ use std::time::Duration;
 use common::*;
 use xrunbench_schema::player::EndReason;
 use xrunbench_test_support::procs;
+use xrunbench_wav::canonical_wav;
 
 /// Runs the player, expects `code` and a single stderr line containing
 /// every one of `needles`.
@@ -50,7 +51,7 @@ fn not_a_wav() {
 
 #[test]
 fn truncated_header() {
-    let full = wav_bytes(1, 2, 48_000, 16, &[0; 64]);
+    let full = canonical_wav(1, 2, 48_000, 16, &[0; 64]);
     let f = bytes_file(&full[..30]);
     expect_error(
         &["--backend", "virtual", f.0.to_str().unwrap()],
@@ -61,7 +62,7 @@ fn truncated_header() {
 
 #[test]
 fn compressed_wav() {
-    let f = bytes_file(&wav_bytes(0x0011, 2, 48_000, 4, &[0; 64]));
+    let f = bytes_file(&canonical_wav(0x0011, 2, 48_000, 4, &[0; 64]));
     expect_error(
         &["--backend", "virtual", f.0.to_str().unwrap()],
         2,
@@ -71,7 +72,7 @@ fn compressed_wav() {
 
 #[test]
 fn zero_channels() {
-    let f = bytes_file(&wav_bytes(1, 0, 48_000, 16, &[0; 64]));
+    let f = bytes_file(&canonical_wav(1, 0, 48_000, 16, &[0; 64]));
     expect_error(
         &["--backend", "virtual", f.0.to_str().unwrap()],
         2,
@@ -81,7 +82,7 @@ fn zero_channels() {
 
 #[test]
 fn no_audio_frames() {
-    let f = bytes_file(&wav_bytes(1, 2, 48_000, 16, &[]));
+    let f = bytes_file(&canonical_wav(1, 2, 48_000, 16, &[]));
     expect_error(
         &["--backend", "virtual", f.0.to_str().unwrap()],
         2,

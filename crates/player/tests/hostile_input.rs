@@ -15,6 +15,7 @@ use std::time::Duration;
 use common::*;
 use xrunbench_schema::player::EndReason;
 use xrunbench_test_support::SmallDisk;
+use xrunbench_wav::canonical_wav;
 
 /// Runs the player, expects `code` and a single stderr line containing
 /// every one of `needles`.
@@ -39,7 +40,7 @@ fn shm_copies_of(pid: u32) -> Vec<String> {
 
 #[test]
 fn a_rate_beyond_any_pcm_is_refused_and_leaves_no_copy() {
-    let mut bytes = wav_bytes(1, 1, 8000, 16, &[0; 64]);
+    let mut bytes = canonical_wav(1, 1, 8000, 16, &[0; 64]);
     for rate in [u32::MAX, 1_000_000_000] {
         bytes[24..28].copy_from_slice(&rate.to_le_bytes());
         // On disk (not tmpfs), where the player would make a copy.
@@ -272,7 +273,7 @@ fn a_huge_sparse_file_is_copied_only_as_far_as_it_plays() {
     xrunbench_test_support::skip_if_cannot!(no_disk_dir());
     let dir = disk_dir();
     // 2 GB of data, nearly all of it a hole.
-    let mut bytes = wav_bytes(1, 2, 48_000, 16, &[0; 4]);
+    let mut bytes = canonical_wav(1, 2, 48_000, 16, &[0; 4]);
     let data_len: u32 = 2_000_000_000;
     // The data chunk's size field: bytes 40..44 of the canonical header.
     bytes[40..44].copy_from_slice(&data_len.to_le_bytes());

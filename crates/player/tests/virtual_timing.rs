@@ -9,29 +9,29 @@ mod common;
 use common::*;
 use xrunbench_schema::player::{ClockSource, EndReason};
 
+/// Plays on the virtual sink with the timing tests' writer
+/// ([`TIMED_WRITER`]) and `more`, watched.
+fn play_virtual(more: &[&str]) -> Watched {
+    let args: Vec<&str> = ["--backend", "virtual"]
+        .into_iter()
+        .chain(TIMED_WRITER)
+        .chain(more.iter().copied())
+        .collect();
+    play_watched(&mut player(), &args).1
+}
+
 #[test]
 fn stalls_of_100_250_500_ms_give_one_underrun_each_within_1ms() {
     let _serial = timing_lock();
     let wav = tone(1.0);
-    let (_, w) = play_watched(
-        &mut player(),
-        &[
-            "--backend",
-            "virtual",
-            "-B",
-            "20000",
-            "-F",
-            "5000",
-            "--priority",
-            "fifo:80",
-            "--duration",
-            "3.5",
-            "--selftest-stall",
-            "0.5:100,1.5:250,2.5:500",
-            "-q",
-            wav.0.to_str().unwrap(),
-        ],
-    );
+    let w = play_virtual(&[
+        "--duration",
+        "3.5",
+        "--selftest-stall",
+        "0.5:100,1.5:250,2.5:500",
+        "-q",
+        wav.0.to_str().unwrap(),
+    ]);
     let report = &w.report;
     assert_eq!(report.params.backend, "virtual");
     assert_eq!(report.params.buffer_frames, 960);
@@ -49,23 +49,7 @@ fn stalls_of_100_250_500_ms_give_one_underrun_each_within_1ms() {
 fn ten_seconds_without_stalls_have_no_underrun() {
     let _serial = timing_lock();
     let wav = tone(2.0);
-    let (_, w) = play_watched(
-        &mut player(),
-        &[
-            "--backend",
-            "virtual",
-            "-B",
-            "20000",
-            "-F",
-            "5000",
-            "--priority",
-            "fifo:80",
-            "--duration",
-            "10",
-            "-q",
-            wav.0.to_str().unwrap(),
-        ],
-    );
+    let w = play_virtual(&["--duration", "10", "-q", wav.0.to_str().unwrap()]);
     let report = &w.report;
     assert_no_underrun_but_the_machines(&w, "virtual");
     assert!((report.audio_seconds - 10.0).abs() < 1e-9);

@@ -15,6 +15,7 @@ pub mod disk;
 pub mod hostile;
 pub mod knobs;
 pub mod lava_lab;
+pub mod player;
 mod procfs;
 pub mod procs;
 pub mod scenarios;

@@ -9,5 +9,5 @@
 pub mod read;
 pub mod tone;
 
-pub use read::{WavError, WavSpec, WavStream};
+pub use read::{canonical_wav, WavError, WavSpec, WavStream};
 pub use tone::{write_tone, ToneError};

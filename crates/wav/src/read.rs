@@ -222,6 +222,31 @@ pub const MAX_RATE: u32 = 768_000;
 /// offers (MADI cards: 64), and it keeps a frame within 1 KiB.
 pub const MAX_CHANNELS: u16 = 256;
 
+/// A whole WAV file in the canonical layout: "RIFF", a 16-byte "fmt "
+/// chunk with these fields (its byte rate and block align derived from
+/// them, as a writer derives them) and a "data" chunk holding `data`. Each
+/// field is written as given, playable or not: the header tests make the
+/// files they feed the reader with it.
+pub fn canonical_wav(tag: u16, channels: u16, rate: u32, bits: u16, data: &[u8]) -> Vec<u8> {
+    let block = channels.wrapping_mul(bits.div_ceil(8));
+    let data_len = data.len() as u32;
+    let mut v = Vec::with_capacity(44 + data.len());
+    v.extend_from_slice(b"RIFF");
+    v.extend_from_slice(&data_len.wrapping_add(36).to_le_bytes());
+    v.extend_from_slice(b"WAVEfmt ");
+    v.extend_from_slice(&16u32.to_le_bytes());
+    v.extend_from_slice(&tag.to_le_bytes());
+    v.extend_from_slice(&channels.to_le_bytes());
+    v.extend_from_slice(&rate.to_le_bytes());
+    v.extend_from_slice(&rate.wrapping_mul(u32::from(block)).to_le_bytes());
+    v.extend_from_slice(&block.to_le_bytes());
+    v.extend_from_slice(&bits.to_le_bytes());
+    v.extend_from_slice(b"data");
+    v.extend_from_slice(&data_len.to_le_bytes());
+    v.extend_from_slice(data);
+    v
+}
+
 enum HeaderError {
     Io(io::Error),
     Malformed(String),
@@ -450,23 +475,26 @@ mod tests {
     use super::*;
     use std::io::Write;
 
-    fn header(tag: u16, channels: u16, rate: u32, bits: u16, data: &[u8]) -> Vec<u8> {
-        let block = channels * bits.div_ceil(8);
-        let mut v = Vec::new();
-        v.extend_from_slice(b"RIFF");
-        v.extend_from_slice(&(36 + data.len() as u32).to_le_bytes());
-        v.extend_from_slice(b"WAVEfmt ");
-        v.extend_from_slice(&16u32.to_le_bytes());
-        v.extend_from_slice(&tag.to_le_bytes());
-        v.extend_from_slice(&channels.to_le_bytes());
-        v.extend_from_slice(&rate.to_le_bytes());
-        v.extend_from_slice(&(rate * u32::from(block)).to_le_bytes());
-        v.extend_from_slice(&block.to_le_bytes());
-        v.extend_from_slice(&bits.to_le_bytes());
-        v.extend_from_slice(b"data");
-        v.extend_from_slice(&(data.len() as u32).to_le_bytes());
-        v.extend_from_slice(data);
-        v
+    #[test]
+    fn a_canonical_wav_is_a_44_byte_header_the_reader_reads_back() {
+        let bytes = canonical_wav(TAG_PCM, 2, 8000, 16, &[0; 8]);
+        assert_eq!(bytes.len(), 44 + 8);
+        assert_eq!(u32_at(&bytes, 4), 44, "RIFF size");
+        assert_eq!(u32_at(&bytes, 28), 8000 * 4, "byte rate");
+        assert_eq!(u16_at(&bytes, 32), 4, "block align");
+        assert_eq!(u32_at(&bytes, 40), 8, "data size");
+        let spec = WavSpec::parse(&bytes, bytes.len() as u64).unwrap();
+        assert_eq!(
+            spec,
+            WavSpec {
+                format: SampleFormat::S16Le,
+                valid_bits: 16,
+                rate: 8000,
+                channels: 2,
+                data_offset: 44,
+                frames: 2,
+            }
+        );
     }
 
     /// An EXTENSIBLE header: `valid` bits in `bits`-bit containers.
@@ -527,7 +555,7 @@ mod tests {
     #[test]
     fn reads_pcm16_stereo_in_chunks() {
         let data: Vec<u8> = (0u8..40).collect();
-        let mut s = open_bytes(&header(1, 2, 8000, 16, &data)).unwrap();
+        let mut s = open_bytes(&canonical_wav(1, 2, 8000, 16, &data)).unwrap();
         assert_eq!(s.spec().format, SampleFormat::S16Le);
         assert_eq!(s.spec().frames, 10);
         assert_eq!(s.spec().data_offset, 44);
@@ -544,18 +572,18 @@ mod tests {
 
     #[test]
     fn rejects_compressed_and_zero_channels() {
-        let e = open_bytes(&header(0x55, 2, 8000, 16, &[0; 8])).unwrap_err();
+        let e = open_bytes(&canonical_wav(0x55, 2, 8000, 16, &[0; 8])).unwrap_err();
         assert!(
             e.to_string().contains("format tag 0x0055 (MPEG layer 3)"),
             "{e}"
         );
-        let e = open_bytes(&header(1, 0, 8000, 16, &[0; 8])).unwrap_err();
+        let e = open_bytes(&canonical_wav(1, 0, 8000, 16, &[0; 8])).unwrap_err();
         assert!(e.to_string().contains("0 channels"), "{e}");
     }
 
     #[test]
     fn rejects_truncated_header_and_non_wav() {
-        let full = header(1, 2, 8000, 16, &[0; 8]);
+        let full = canonical_wav(1, 2, 8000, 16, &[0; 8]);
         let e = open_bytes(&full[..30]).unwrap_err();
         assert!(e.to_string().contains("truncated"), "{e}");
         let e = open_bytes(b"ID3\x04 not a wav file at all").unwrap_err();
@@ -566,7 +594,7 @@ mod tests {
     fn header_fields_beyond_what_a_pcm_plays_are_refused_naming_the_limit() {
         // `header` computes the byte rate as rate × block, which overflows
         // for these rates: the reader never looks at it.
-        let mut bytes = header(1, 1, 8000, 16, &[0; 8]);
+        let mut bytes = canonical_wav(1, 1, 8000, 16, &[0; 8]);
         for (rate, shown) in [(u32::MAX, "4294967295"), (1_000_000_000, "1000000000")] {
             bytes[24..28].copy_from_slice(&rate.to_le_bytes());
             let e = open_bytes(&bytes).unwrap_err().to_string();
@@ -577,7 +605,7 @@ mod tests {
         }
         bytes[24..28].copy_from_slice(&MAX_RATE.to_le_bytes());
         assert_eq!(open_bytes(&bytes).unwrap().spec().rate, MAX_RATE);
-        let wide = header(1, MAX_CHANNELS + 1, 8000, 8, &[0; 600]);
+        let wide = canonical_wav(1, MAX_CHANNELS + 1, 8000, 8, &[0; 600]);
         let e = open_bytes(&wide).unwrap_err().to_string();
         assert!(
             e.contains(&format!(
@@ -607,7 +635,7 @@ mod tests {
 
     #[test]
     fn odd_trailing_bytes_are_not_a_frame() {
-        let mut s = open_bytes(&header(1, 2, 8000, 16, &[0; 9])).unwrap();
+        let mut s = open_bytes(&canonical_wav(1, 2, 8000, 16, &[0; 9])).unwrap();
         assert_eq!(s.spec().frames, 2);
         let mut buf = [0u8; 64];
         assert_eq!(s.read_frames(&mut buf).unwrap(), 2);
@@ -615,7 +643,7 @@ mod tests {
 
     #[test]
     fn an_empty_data_chunk_is_refused_naming_the_file() {
-        let f = Temp::new(&header(1, 2, 8000, 16, &[]));
+        let f = Temp::new(&canonical_wav(1, 2, 8000, 16, &[]));
         let e = WavStream::open(&f.0).unwrap_err().to_string();
         assert!(e.contains("no audio frames"), "{e}");
         assert!(e.contains(&f.0.display().to_string()), "{e}");
@@ -623,7 +651,7 @@ mod tests {
 
     #[test]
     fn streaming_sizes_play_to_the_end_of_the_file() {
-        let mut bytes = header(1, 1, 8000, 16, &[0; 20]);
+        let mut bytes = canonical_wav(1, 1, 8000, 16, &[0; 20]);
         let size_at = bytes.len() - 24;
         bytes[size_at..size_at + 4].copy_from_slice(&u32::MAX.to_le_bytes());
         assert_eq!(open_bytes(&bytes).unwrap().spec().frames, 10);
@@ -641,7 +669,7 @@ mod tests {
         let e = open_bytes(&extensible(0x0011, 2, 16, 16, &[0; 16])).unwrap_err();
         assert!(e.to_string().contains("0x0011 (IMA ADPCM)"), "{e}");
         // 24-bit PCM in 4-byte blocks without EXTENSIBLE: ambiguous, refused.
-        let mut bytes = header(1, 2, 8000, 24, &[0; 16]);
+        let mut bytes = canonical_wav(1, 2, 8000, 24, &[0; 16]);
         bytes[32..34].copy_from_slice(&8u16.to_le_bytes());
         let e = open_bytes(&bytes).unwrap_err();
         assert!(
@@ -716,22 +744,22 @@ mod tests {
     fn the_reasons_hound_does_not_read_our_headers() {
         let why = "hound's reader changed: see whether it can read our headers now";
         // Trailing bytes that are not a whole sample: refused.
-        let f = Temp::new(&header(1, 2, 8000, 16, &[0; 9]));
+        let f = Temp::new(&canonical_wav(1, 2, 8000, 16, &[0; 9]));
         assert!(hound::WavReader::open(&f.0).is_err(), "{why}");
         // The unknown-size marker streaming writers leave: refused.
-        let mut bytes = header(1, 2, 8000, 16, &[0; 20]);
+        let mut bytes = canonical_wav(1, 2, 8000, 16, &[0; 20]);
         let size_at = bytes.len() - 24;
         bytes[size_at..size_at + 4].copy_from_slice(&u32::MAX.to_le_bytes());
         let f = Temp::new(&bytes);
         assert!(hound::WavReader::open(&f.0).is_err(), "{why}");
         // An unsupported format does not say which.
-        let f = Temp::new(&header(0x0011, 2, 8000, 16, &[0; 8]));
+        let f = Temp::new(&canonical_wav(0x0011, 2, 8000, 16, &[0; 8]));
         assert!(
             matches!(hound::WavReader::open(&f.0), Err(hound::Error::Unsupported)),
             "{why}"
         );
         // 24 valid bits: the spec does not say whether in 3 or 4 bytes.
-        let packed = Temp::new(&header(1, 2, 8000, 24, &[0; 12]));
+        let packed = Temp::new(&canonical_wav(1, 2, 8000, 24, &[0; 12]));
         let wide = Temp::new(&extensible(TAG_PCM, 2, 32, 24, &[0; 16]));
         let bits = |p: &Path| {
             let s = hound::WavReader::open(p).unwrap().spec();
@@ -739,7 +767,7 @@ mod tests {
         };
         assert_eq!(bits(&packed.0), bits(&wide.0), "{why}");
         // A block align that does not match the channels is accepted.
-        let mut bytes = header(1, 2, 8000, 16, &[0; 12]);
+        let mut bytes = canonical_wav(1, 2, 8000, 16, &[0; 12]);
         bytes[32..34].copy_from_slice(&5u16.to_le_bytes());
         bytes[28..32].copy_from_slice(&(5u32 * 8000).to_le_bytes());
         let f = Temp::new(&bytes);
