@@ -37,7 +37,7 @@ pub struct FuzzArgs {
 
 /// `fuzz/` of this workspace.
 pub fn fuzz_dir() -> PathBuf {
-    xrunbench_lab::util::workspace_root().join("fuzz")
+    xrunbench_paths::workspace_root().join("fuzz")
 }
 
 /// The committed inputs of `target`: its corpus and its regressions.
@@ -172,7 +172,7 @@ fn run_one(t: Target, args: &FuzzArgs) -> Result<(Ran, bool, f64)> {
     let corpus = dir.join("corpus").join(t.name());
     std::fs::create_dir_all(&corpus).with_context(|| format!("creating {}", corpus.display()))?;
     let mut cmd = Command::new("cargo");
-    cmd.current_dir(xrunbench_lab::util::workspace_root())
+    cmd.current_dir(xrunbench_paths::workspace_root())
         // No sanitizer: the parsers are safe Rust, and ASan would halve
         // the executions a shared machine allows.
         .args([
@@ -236,7 +236,7 @@ mod tests {
     /// fuzz/ takes the harness from the harness crate (no copy of it).
     #[test]
     fn every_fuzz_target_has_its_binary_and_file() {
-        let root = xrunbench_lab::util::workspace_root();
+        let root = xrunbench_paths::workspace_root();
         let read = |p: &str| std::fs::read_to_string(root.join(p)).unwrap();
         let fuzz_toml = read("fuzz/Cargo.toml");
         let deps: toml::Table = fuzz_toml.parse().unwrap();

@@ -644,7 +644,7 @@ mod tests {
 
     #[test]
     fn every_program_spawned_by_name_is_in_its_commands_table() {
-        let root = xrunbench_lab::util::workspace_root();
+        let root = xrunbench_paths::workspace_root();
         let mut files = Vec::new();
         rust_files(&root.join("crates"), &mut files);
         rust_files(&root.join("xtask"), &mut files);

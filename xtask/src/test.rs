@@ -243,7 +243,7 @@ fn run_lanes(
         // As `cargo_test` built them: what they build in turn matches.
         cmd.env("CARGO_PROFILE_DEV_OPT_LEVEL", "1");
     };
-    let log = xrunbench_lab::util::target_dir().join("xrunbench-guest-lane.log");
+    let log = xrunbench_paths::target_dir().join("xrunbench-guest-lane.log");
     let _ = std::fs::remove_file(&log);
     // The other tests' real-time threads (sound servers at FIFO 90,
     // stall hogs, players at FIFO 80) preempt QEMU whatever its nice
@@ -545,7 +545,7 @@ struct SkipLog {
 impl SkipLog {
     /// A fresh, empty log under the target directory.
     fn start() -> Result<SkipLog> {
-        let path = xrunbench_lab::util::target_dir().join("xrunbench-skips.log");
+        let path = xrunbench_paths::target_dir().join("xrunbench-skips.log");
         match std::fs::remove_file(&path) {
             Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
                 return Err(e).with_context(|| format!("removing {}", path.display()))

@@ -198,7 +198,7 @@ fn guest_ssh(tag: &str, dir: &Path, script: &str) -> Output {
     let port = xrunbench_lab::lab::qmp::Qmp::connect(Path::new(monitor), || None)
         .and_then(|mut q| q.forwarded_port(22))
         .unwrap_or_else(|e| panic!("no forward from {monitor}: {e:#}"));
-    let keys = xrunbench_test_support::boards::target_dir().join("xrunbench-cache/lab/keys");
+    let keys = xrunbench_lab::lab::kernel::cache_dir().join("keys");
     let host = std::fs::read_to_string(keys.join("host_key.pub")).unwrap();
     let fields: Vec<&str> = host.split_whitespace().take(2).collect();
     let known = dir.join("known_hosts");

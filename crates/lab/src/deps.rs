@@ -534,7 +534,7 @@ pub fn ensure_rust_targets(targets: &[&str]) -> Result<(), DepsError> {
     // toolchain file applies.
     let sysroot = Command::new(std::env::var_os("RUSTC").unwrap_or_else(|| "rustc".into()))
         .args(["--print", "sysroot"])
-        .current_dir(crate::util::workspace_root())
+        .current_dir(xrunbench_paths::workspace_root())
         .output()
         .ok()
         .filter(|o| o.status.success())
@@ -546,7 +546,7 @@ pub fn ensure_rust_targets(targets: &[&str]) -> Result<(), DepsError> {
             |t| !matches!(&sysroot, Some(s) if s.join("lib/rustlib").join(t).join("lib").is_dir()),
         )
         .collect();
-    rustup_add("target", &missing, Some(&crate::util::workspace_root()))
+    rustup_add("target", &missing, Some(&xrunbench_paths::workspace_root()))
 }
 
 /// Adds the Rust `kind`s (`component`, `target`) in `missing` with

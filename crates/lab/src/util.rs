@@ -1,20 +1,11 @@
 //! Small helpers shared by the verbs.
 
 use std::path::{Path, PathBuf};
+
 use std::process::Command;
+use xrunbench_paths::{target_dir, workspace_root};
 
 use anyhow::{bail, Context, Result};
-
-/// The workspace root, the checkout this was built from (this crate's
-/// manifest lives two levels below it, in `crates/host`): where the board
-/// binaries are built and the project's cache lives.
-pub fn workspace_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .ancestors()
-        .nth(2)
-        .expect("crates/host lives inside the workspace")
-        .to_path_buf()
-}
 
 /// The name this process goes by in what it prints: `xrunbench`, or
 /// `xtask` under `cargo xtask` (set once by the binary's `main`).
@@ -117,13 +108,6 @@ pub fn build_release_binaries_with(packages: &[&str], features: &[String]) -> Re
     }
     run_checked(&mut cmd)?;
     Ok(target_dir().join("release"))
-}
-
-/// Cargo's target directory (honours CARGO_TARGET_DIR).
-pub fn target_dir() -> PathBuf {
-    std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| workspace_root().join("target"))
 }
 
 /// Whether we run as root.

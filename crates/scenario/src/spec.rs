@@ -76,7 +76,7 @@ mod tests {
 
     #[test]
     fn quickstart_configs_become_specs() {
-        let p = xrunbench_lab::util::workspace_root().join("scenarios/quickstart.toml");
+        let p = xrunbench_paths::workspace_root().join("scenarios/quickstart.toml");
         let (_, s) = scenario::load(&p).unwrap();
         let planned = PlannedTrial {
             seq: 2,

@@ -7,7 +7,7 @@
 //! the release binaries a user runs (`target/release/`), and a test that
 //! builds one set never rebuilds a binary another test is running.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Command;
 use std::sync::OnceLock;
 
@@ -19,20 +19,7 @@ pub const PROFILE: &str = "test-boards";
 /// test, and the trial's fault injection.
 pub const FEATURES: &str = "xrunbench-player/cpal-jack,xrunbench-trial/fault-injection";
 
-/// The workspace root.
-pub fn workspace() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../..")
-        .canonicalize()
-        .expect("the workspace root")
-}
-
-/// Cargo's target directory (honours CARGO_TARGET_DIR).
-pub fn target_dir() -> PathBuf {
-    std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| workspace().join("target"))
-}
+pub use xrunbench_paths::{target_dir, workspace_root as workspace};
 
 /// The directory of the suite's board binaries, built on first use in
 /// this process (cargo's own lock orders builds across test binaries).

@@ -738,9 +738,7 @@ fn take_lab_lock() -> Result<File, Error> {
 /// whatever is missing now and the prefix has not got yet (the list of
 /// unpacked packages is kept beside it).
 fn prefix() -> Result<PathBuf, Error> {
-    let dir = crate::boards::target_dir()
-        .join("xrunbench-cache")
-        .join("lava-lab");
+    let dir = xrunbench_paths::cache_dir().join("lava-lab");
     let prefix = dir.join("prefix");
     let list = dir.join("unpacked");
     let mut unpacked: Vec<String> = std::fs::read_to_string(&list)

@@ -42,12 +42,12 @@ const PER_PERIOD: &[(&str, &str)] = &[
 /// `cargo xtask bench micro`.
 pub fn run(args: &Args) -> Result<ExitCode> {
     let mut cmd = util::cargo();
-    cmd.current_dir(util::workspace_root())
+    cmd.current_dir(xrunbench_paths::workspace_root())
         .args(["bench", "-p", "xrunbench-player", "-p", "xrunbench-trial"])
         .args(["-p", "xrunbench-host", "--"])
         .args(&args.criterion);
     util::run_checked(&mut cmd).context("cargo bench")?;
-    let dir = util::target_dir().join("criterion");
+    let dir = xrunbench_paths::target_dir().join("criterion");
     let mut total = 0.0;
     println!();
     println!("per period (1 ms at 48 kHz stereo), criterion's mean estimate:");

@@ -19,12 +19,9 @@ use xrunbench_test_support::testboard::TestBoard;
 /// (a pyenv `python3` on PATH would not have them).
 pub const PYTHON: &str = "/usr/bin/python3";
 
-/// The cache of fetched tools: `<target dir>/xrunbench-cache/<what>`.
+/// The cache of fetched tools: `<the project's cache>/<what>`.
 pub fn cache_dir(what: &str) -> PathBuf {
-    let target = std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| crate::support::workspace().join("target"));
-    target.join("xrunbench-cache").join(what)
+    xrunbench_paths::cache_dir().join(what)
 }
 
 /// pip's cache for the suite's downloads, in the suite's cache: given as

@@ -79,7 +79,7 @@ impl RunnerInfo {
 }
 
 fn git_commit() -> Option<String> {
-    let root = xrunbench_lab::util::workspace_root();
+    let root = xrunbench_paths::workspace_root();
     let git = |args: &[&str]| {
         Command::new("git")
             .arg("-C")

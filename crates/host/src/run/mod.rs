@@ -731,7 +731,7 @@ mod tests {
     use super::*;
 
     fn quickstart() -> Scenario {
-        let p = xrunbench_lab::util::workspace_root().join("scenarios/quickstart.toml");
+        let p = xrunbench_paths::workspace_root().join("scenarios/quickstart.toml");
         scenario::load(&p).unwrap().1
     }
 

@@ -17,7 +17,8 @@ use super::elf::{self, GlibcVersion};
 use super::{sysroot, zig};
 use crate::arch::Arch;
 use crate::deps::{self, DepsError};
-use crate::util::{cargo, run_checked, target_dir};
+use crate::util::{cargo, run_checked};
+use xrunbench_paths::target_dir;
 
 /// A binary that runs on the board, and its size budget.
 #[derive(Debug)]
@@ -176,7 +177,7 @@ pub fn build(request: &Request) -> Result<Vec<Built>> {
     let mut sysroots = Vec::new();
     for &arch in &request.arches {
         let sysroot = if arch.is_cross() {
-            Some(sysroot::ensure(arch, &board)?)
+            Some(sysroot::ensure(arch, &xrunbench_paths::cache_dir())?)
         } else {
             None
         };

@@ -78,9 +78,7 @@ fn flavours(arch: Arch) -> [&'static str; 2] {
 
 /// The lab's part of the project's cache.
 pub fn cache_dir() -> PathBuf {
-    crate::util::target_dir()
-        .join("xrunbench-cache")
-        .join("lab")
+    xrunbench_paths::cache_dir().join("lab")
 }
 
 /// A private apt state for `arch` in the lab's cache, updated.
