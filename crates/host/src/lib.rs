@@ -11,6 +11,7 @@
 
 pub mod bisect;
 pub mod board;
+pub mod carried;
 pub mod run;
 pub mod target;
 

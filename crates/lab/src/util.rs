@@ -98,7 +98,19 @@ pub fn build_release_binaries(packages: &[&str]) -> Result<PathBuf> {
 /// Builds the release board binaries with cargo `features`
 /// (`xrunbench-player/cpal-jack`…) and returns the directory holding them.
 pub fn build_release_binaries_with(packages: &[&str], features: &[String]) -> Result<PathBuf> {
+    build_release_binaries_in(&workspace_root(), &target_dir(), packages, features)
+}
+
+/// [`build_release_binaries_with`] in the cargo workspace at `root`, into
+/// the target directory `target`.
+pub fn build_release_binaries_in(
+    root: &Path,
+    target: &Path,
+    packages: &[&str],
+    features: &[String],
+) -> Result<PathBuf> {
     let mut cmd = cargo();
+    cmd.current_dir(root).env("CARGO_TARGET_DIR", target);
     cmd.args(["build", "--release", "--quiet"]);
     for p in packages {
         cmd.args(["--package", p]);
@@ -107,7 +119,7 @@ pub fn build_release_binaries_with(packages: &[&str], features: &[String]) -> Re
         cmd.args(["--features", &features.join(",")]);
     }
     run_checked(&mut cmd)?;
-    Ok(target_dir().join("release"))
+    Ok(target.join("release"))
 }
 
 /// Whether we run as root.

@@ -2,8 +2,6 @@
 //! ended. Written when the run starts (outcome absent) and again when it
 //! ends; read back by `compare`, `plot`, `bisect` and the summary.
 
-use std::process::Command;
-
 use serde::{Deserialize, Serialize};
 use xrunbench_schema::trial::MachineFingerprint;
 
@@ -64,7 +62,8 @@ pub enum Outcome {
 pub struct RunnerInfo {
     /// xtask's version.
     pub xrunbench_version: String,
-    /// `git rev-parse HEAD` of the workspace, `+dirty` if modified.
+    /// `git rev-parse HEAD` of the checkout it was built from, `+dirty` if
+    /// it had changes.
     pub git_commit: Option<String>,
 }
 
@@ -78,26 +77,9 @@ impl RunnerInfo {
     }
 }
 
+/// The commit this was built from, as `build.rs` read it.
 fn git_commit() -> Option<String> {
-    let root = xrunbench_paths::workspace_root();
-    let git = |args: &[&str]| {
-        Command::new("git")
-            .arg("-C")
-            .arg(&root)
-            .args(args)
-            .output()
-            .ok()
-    };
-    let out = git(&["rev-parse", "HEAD"])?;
-    if !out.status.success() {
-        return None;
-    }
-    let mut commit = String::from_utf8_lossy(&out.stdout).trim().to_string();
-    let dirty = git(&["status", "--porcelain", "--untracked-files=no"])
-        .map(|o| !o.stdout.is_empty())
-        .unwrap_or(false);
-    if dirty {
-        commit.push_str("+dirty");
-    }
-    Some(commit)
+    Some(env!("XRUNBENCH_GIT_COMMIT"))
+        .filter(|c| !c.is_empty())
+        .map(String::from)
 }

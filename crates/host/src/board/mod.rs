@@ -35,6 +35,10 @@ pub fn run(args: &BoardArgs) -> Result<ExitCode> {
 /// One board verb.
 pub fn run_verb(verb: &BoardVerb) -> Result<ExitCode> {
     match verb {
+        BoardVerb::Build(_) if !xrunbench_paths::built_in_place() => anyhow::bail!(
+            "board build cross-builds from the project's checkout: run `cargo xtask board \
+             build` in it"
+        ),
         BoardVerb::Build(a) => xrunbench_lab::board::build::run(a),
         BoardVerb::Check(a) => check::run(a),
     }

@@ -48,7 +48,9 @@ pub fn for_arch(arch: &str, bin_dir: Option<PathBuf>, features: &[String]) -> Re
     )
 }
 
-/// The board binaries built here (release) with the player's `features`.
+/// The board binaries built here (release) with the player's `features`:
+/// in the checkout this program was built in, or from the sources an
+/// installed one carries.
 pub fn host_build(features: &[String]) -> Result<PathBuf> {
     let with = if features.is_empty() {
         String::new()
@@ -57,5 +59,6 @@ pub fn host_build(features: &[String]) -> Result<PathBuf> {
     };
     xrunbench_lab::say!(": building xrun-trial, xrun-player and xrun-hackbench (release{with})");
     let packages: Vec<&str> = BINARIES.iter().map(|b| b.package).collect();
-    xrunbench_lab::util::build_release_binaries_with(&packages, features)
+    let ws = crate::carried::board_workspace()?;
+    xrunbench_lab::util::build_release_binaries_in(&ws.root, &ws.target, &packages, features)
 }
