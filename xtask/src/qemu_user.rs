@@ -12,7 +12,9 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, ensure, Context, Result};
 use xrunbench_lab::arch::Arch;
-use xrunbench_lab::board::build::{cross_env, Built, BOARD_CRATES};
+use xrunbench_lab::board::build::Built;
+use xrunbench_lab::board::sysroot::cross_env;
+use xrunbench_lab::board::BOARD_CRATES;
 use xrunbench_lab::util::{cargo, run_checked};
 use xrunbench_schema::player::{EndReason, PlayerReport};
 use xrunbench_schema::probe::{Probe, PROBE_SCHEMA};

@@ -11,7 +11,7 @@ use serde::{Deserialize, Deserializer, Serialize};
 use xrunbench_schema::trial::{HackbenchMode, HackbenchTransport, ToneSpec};
 use xrunbench_schema::{Backend, CpalHost, CpuList, Priority};
 
-use super::*;
+use crate::error::ScenarioError;
 use crate::units::Span;
 
 /// The file as written.

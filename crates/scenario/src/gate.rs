@@ -9,7 +9,9 @@ use serde::{Deserialize, Serialize};
 use xrunbench_schema::gate::{Bound, LimitGate, Statistic};
 use xrunbench_schema::metrics::Metric;
 
-use super::{Scenario, ScenarioError, ScenarioFile};
+use crate::error::ScenarioError;
+use crate::file::ScenarioFile;
+use crate::resolve::Scenario;
 
 /// `[gate."CONFIG"] METRIC = { … }`: one metric's criteria as written.
 /// Every key is optional; at least one criterion must be given.

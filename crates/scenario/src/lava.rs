@@ -3,8 +3,6 @@
 
 use std::path::PathBuf;
 
-use super::Scenario;
-
 /// `--lava-token-file` is given.
 pub const TOKEN_ENV: &str = "XRUNBENCH_LAVA_TOKEN";
 
@@ -25,17 +23,6 @@ pub struct LavaTargetArgs {
     /// A file holding the API token (else $XRUNBENCH_LAVA_TOKEN).
     #[arg(long, value_name = "FILE", requires = "lava")]
     pub lava_token_file: Option<PathBuf>,
-}
-
-impl LavaTargetArgs {
-    /// The lab a command runs on: the command line's `--lava …`, else the
-    /// scenario's `[target] lava`; `None`: no lab.
-    pub fn or_scenario(&self, s: &Scenario) -> Option<LavaTargetArgs> {
-        match &self.lava {
-            Some(_) => Some(self.clone()),
-            None => s.lava.as_ref().map(|l| l.lab.clone()),
-        }
-    }
 }
 
 /// A LAVA server's `url` checked and split into (base ending in `/`,

@@ -14,6 +14,7 @@ use std::path::Path;
 
 pub use xrunbench_schema::trial::KnobSpec;
 
+mod error;
 mod file;
 pub mod gate;
 pub mod lava;
@@ -24,14 +25,10 @@ mod target;
 pub mod units;
 pub mod validate;
 
+pub use error::ScenarioError;
 pub use file::*;
 pub use resolve::*;
 pub use target::*;
-
-/// A problem with the scenario file: one line, naming the file and where.
-#[derive(Debug, thiserror::Error)]
-#[error("{0}")]
-pub struct ScenarioError(pub String);
 
 /// The largest scenario read from a bisected tree: the longest in
 /// `scenarios/` is a few KB.
@@ -376,7 +373,7 @@ mod tests {
         // The command line's lab wins; without one, the scenario's is used.
         let none = lava::LavaTargetArgs::default();
         assert_eq!(
-            none.or_scenario(&s).unwrap().lava.as_deref(),
+            s.lava_lab(&none).unwrap().lava.as_deref(),
             Some("https://lava.example.org/")
         );
         let cli = lava::LavaTargetArgs {
@@ -384,10 +381,10 @@ mod tests {
             ..Default::default()
         };
         assert_eq!(
-            cli.or_scenario(&s).unwrap().lava.as_deref(),
+            s.lava_lab(&cli).unwrap().lava.as_deref(),
             Some("http://127.0.0.1:8000/")
         );
-        assert!(none.or_scenario(&parse_str(MIN).unwrap()).is_none());
+        assert!(parse_str(MIN).unwrap().lava_lab(&none).is_none());
     }
 
     #[test]

@@ -10,8 +10,14 @@ use xrunbench_schema::monitor::MonitorSpec;
 use xrunbench_schema::trial::{HackbenchArgs, HackbenchMode, HackbenchTransport, ToneSpec};
 use xrunbench_schema::{Backend, CpalHost, CpuList, Priority};
 
-use super::*;
+use crate::error::ScenarioError;
+use crate::file::{
+    AudioSpec, ConfigSpec, ConfigVmSpec, HackbenchSpec, LoadSetting, LoadSpec, MonitorSetting,
+    Order, ScenarioFile, TargetSpec,
+};
+use crate::target::{check_trial_timeout, resolve_lava, resolve_target, LavaTarget, SshTarget};
 use crate::units::Span;
+use xrunbench_schema::trial::KnobSpec;
 
 /// Default trials per configuration.
 pub const DEFAULT_TRIALS: u32 = 3;
@@ -210,6 +216,18 @@ pub fn guests_of(
 }
 
 impl Scenario {
+    /// The lab a command runs on: the command line's `--lava …` (`cli`),
+    /// else the scenario's `[target] lava`; `None`: no lab.
+    pub fn lava_lab(
+        &self,
+        cli: &crate::lava::LavaTargetArgs,
+    ) -> Option<crate::lava::LavaTargetArgs> {
+        match &cli.lava {
+            Some(_) => Some(cli.clone()),
+            None => self.lava.as_ref().map(|l| l.lab.clone()),
+        }
+    }
+
     /// Where its trials run, as far as what a run installs goes.
     pub fn runs_on(&self) -> xrunbench_lab::deps::RunsOn {
         match &self.target {

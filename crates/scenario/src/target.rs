@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use super::*;
+use crate::file::TargetSpec;
 use crate::units::Span;
 
 /// Default `[target] workdir`: under the login's home.

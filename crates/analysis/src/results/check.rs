@@ -14,7 +14,10 @@ use xrunbench_schema::hackbench::{HackbenchReport, HACKBENCH_SCHEMA};
 use xrunbench_schema::player::{PlayerReport, PLAYER_SCHEMA};
 use xrunbench_schema::trial::TrialRecord;
 
-use super::LoadError;
+/// A bad run directory or document in it: one line for the user (exit 2).
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct LoadError(pub String);
 
 /// Reads the document at `path`, of schema `schema`, described to the
 /// user as `what` ("trial record").

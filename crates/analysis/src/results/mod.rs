@@ -28,9 +28,10 @@ mod read;
 pub mod testing;
 mod write;
 
+pub use self::check::LoadError;
 pub use self::check::{check_measured, check_record_text};
 pub use self::layout::default_results_root;
 pub use self::log::LostTrial;
 pub use self::manifest::{Outcome, RunManifest, RunnerInfo, RUN_SCHEMA};
-pub use self::read::{LoadError, RunDir};
+pub use self::read::RunDir;
 pub use self::write::RunWriter;

@@ -8,15 +8,10 @@ use std::path::{Path, PathBuf};
 use xrunbench_schema::metrics::playback_seconds;
 use xrunbench_schema::trial::{TrialRecord, TRIAL_SCHEMA};
 
-use super::check::{check_record_text, read_doc, read_text};
+use super::check::{check_record_text, read_doc, read_text, LoadError};
 use super::layout;
 use super::log::{LogEntry, LostTrial, LOST_SCHEMA};
 use super::manifest::{RunManifest, RUN_SCHEMA};
-
-/// A bad run directory or document in it: one line for the user (exit 2).
-#[derive(Debug, thiserror::Error)]
-#[error("{0}")]
-pub struct LoadError(pub String);
 
 /// One run directory as read from disk.
 #[derive(Debug, Clone)]

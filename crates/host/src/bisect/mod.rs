@@ -209,7 +209,7 @@ fn step_outcome(args: &BisectArgs) -> Result<step::StepOutcome, Stop> {
     );
     print_plan(args, &scenario, &config, &base, &baseline, &rule);
     let (root, group, label) = step_place(args, &tree, &scenario);
-    let lava = args.lava.or_scenario(&scenario);
+    let lava = scenario.lava_lab(&args.lava);
     let spec = StepSpec {
         file,
         scenario,

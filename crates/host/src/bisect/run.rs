@@ -263,7 +263,7 @@ impl Drop for ReturnTo {
             Ok(o) if o.status.success() => println!("bisect-run: the tree is back on {to}"),
             Ok(o) => xrunbench_lab::say!(
                 " bisect-run: git checkout {to} failed: {}; check it out yourself",
-                crate::target::last(&o.stderr)
+                crate::target::run::last(&o.stderr)
             ),
             Err(e) => {
                 xrunbench_lab::say!(" bisect-run: git checkout {to}: {e}; check it out yourself")
@@ -694,7 +694,7 @@ fn step_spec(
     label: String,
 ) -> Result<StepSpec, End> {
     let deploy = Deploy::resolve(&s, &b.args.deploy, tree).map_err(End::BadInput)?;
-    let lava = b.args.lava.or_scenario(&s);
+    let lava = s.lava_lab(&b.args.lava);
     Ok(StepSpec {
         file,
         scenario: s,
@@ -850,7 +850,7 @@ fn checkout(b: &mut Bisection, commit: &str) -> Result<(), End> {
         return Err(End::BadInput(format!(
             "git checkout {}: {}",
             short(commit),
-            crate::target::last(&o.stderr)
+            crate::target::run::last(&o.stderr)
         )));
     }
     b.at = git_out(&b.top, &["rev-parse", "HEAD"]);

@@ -96,7 +96,7 @@ impl HostHooks {
     /// The hooks `s` (target options already applied) would run with
     /// `deploy` and `lava` from the command line.
     pub fn of(s: &Scenario, deploy: &DeployArgs, lava: &LavaTargetArgs) -> HostHooks {
-        let lab = lava.or_scenario(s).map(|l| lab_hooks(&l));
+        let lab = s.lava_lab(lava).map(|l| lab_hooks(&l));
         let kind = match (&lab, &s.target) {
             (Some(_), _) => TargetKind::Lava,
             (None, Some(t)) if t.vm.is_some() => TargetKind::Vm,

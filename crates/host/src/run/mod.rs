@@ -235,7 +235,7 @@ pub fn run(args: &RunArgs) -> Result<ExitCode> {
         .results_dir
         .clone()
         .unwrap_or_else(default_results_root);
-    if let Some(lab) = args.lava.or_scenario(&scenario) {
+    if let Some(lab) = scenario.lava_lab(&args.lava) {
         return run_on_lab(args, &lab, &file, &scenario, &gates, &results_root);
     }
     // Building the binaries (which validation needs: it asks xrun-trial)

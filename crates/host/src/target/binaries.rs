@@ -8,7 +8,8 @@ use std::path::PathBuf;
 use anyhow::{bail, Result};
 
 use xrunbench_lab::arch::Arch;
-use xrunbench_lab::board::build::{board_dir, BINARIES};
+use xrunbench_lab::board::build::board_dir;
+use xrunbench_lab::board::BINARIES;
 
 /// `--bin-dir DIR`, declared once for every verb that runs the board
 /// binaries.

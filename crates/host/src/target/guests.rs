@@ -17,7 +17,8 @@ use anyhow::{anyhow, Result};
 use xrunbench_schema::probe::{CheckReport, Probe, CHECK_SCHEMA};
 use xrunbench_schema::trial::{AudioInput, TrialSpec};
 
-use super::{Ssh, Target, TrialClock, TrialRun, Unreachable};
+use super::run::{Target, TrialClock, TrialRun, Unreachable};
+use super::ssh::Ssh;
 
 /// The guests of one run.
 pub struct Guests {

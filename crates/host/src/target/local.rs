@@ -10,7 +10,7 @@ use anyhow::{bail, Context, Result};
 
 use xrunbench_schema::probe::Probe;
 
-use super::Target;
+use super::run::Target;
 
 /// The local machine, with the board binaries in `bin_dir`.
 pub struct Local {
@@ -24,7 +24,7 @@ impl Local {
     /// beside itself); a trial running past `trial_timeout` is stopped
     /// and counted lost.
     pub fn new(bin_dir: &Path, trial_timeout: Duration) -> Result<Local> {
-        for b in xrunbench_lab::board::build::BINARIES {
+        for b in xrunbench_lab::board::BINARIES {
             let p = bin_dir.join(b.name);
             if !p.is_file() {
                 bail!("{} not found", p.display());

@@ -35,9 +35,9 @@ use sha2::{Digest, Sha256};
 use xrunbench_schema::probe::Probe;
 
 use super::hooks;
-use super::{last, run_to_end, Target, Unreachable, PID_MARKER};
+use super::run::{last, run_to_end, Target, Unreachable, PID_MARKER};
 use xrunbench_lab::arch::Arch;
-use xrunbench_lab::board::build::BINARIES;
+use xrunbench_lab::board::BINARIES;
 use xrunbench_lab::signals;
 use xrunbench_scenario::SshTarget;
 
@@ -756,7 +756,7 @@ impl Ssh {
             limit,
             "xrun-trial restore",
         )?;
-        let lines = super::shown_lines(&out.stdout);
+        let lines = super::run::shown_lines(&out.stdout);
         match out.status.code() {
             Some(0 | 1) => Ok(lines),
             _ => bail!(
@@ -844,14 +844,14 @@ impl Target for Ssh {
         spec: &xrunbench_schema::TrialSpec,
         progress: &mut dyn FnMut(&str),
         stop: &dyn Fn() -> bool,
-    ) -> super::TrialRun {
+    ) -> super::run::TrialRun {
         if !self.link_up() {
-            return super::TrialRun::Lost {
+            return super::run::TrialRun::Lost {
                 reason: format!("the link to {} was down before it started", self.describe()),
                 pid: None,
             };
         }
-        super::run_trial_on(self, spec, progress, stop)
+        super::run::run_trial_on(self, spec, progress, stop)
     }
 
     fn spawned_trial_pid(&self, _spawned: u32) -> Option<u32> {
@@ -862,14 +862,14 @@ impl Target for Ssh {
         Some(self.settings.trial_timeout.to_std())
     }
 
-    fn trial_clock(&self) -> super::TrialClock {
+    fn trial_clock(&self) -> super::run::TrialClock {
         match self
             .lab
             .as_ref()
             .and_then(|l| Some((l.emulated_pid()?, l.cpus())))
         {
-            Some((pid, cpus)) => super::TrialClock::CpuOf { pid, cpus },
-            None => super::TrialClock::Wall,
+            Some((pid, cpus)) => super::run::TrialClock::CpuOf { pid, cpus },
+            None => super::run::TrialClock::Wall,
         }
     }
 

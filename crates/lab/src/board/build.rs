@@ -6,7 +6,6 @@
 //! invocation, per target, so a plain `cargo build` for the host stays
 //! untouched and no cargo configuration is written.
 
-use std::ffi::OsString;
 use std::fmt::Write as _;
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -14,51 +13,12 @@ use std::path::{Path, PathBuf};
 use anyhow::{bail, Context, Result};
 
 use super::elf::{self, GlibcVersion};
-use super::{sysroot, zig};
+use super::sysroot::{self, cross_env};
+use super::{zig, BoardBinary, BINARIES};
 use crate::arch::Arch;
 use crate::deps::{self, DepsError};
 use crate::util::{cargo, run_checked};
 use xrunbench_paths::target_dir;
-
-/// A binary that runs on the board, and its size budget.
-#[derive(Debug)]
-pub struct BoardBinary {
-    /// Its cargo package.
-    pub package: &'static str,
-    /// The binary's name.
-    pub name: &'static str,
-    /// The most it may weigh, stripped (bytes).
-    pub budget: u64,
-}
-
-/// The board binaries. Budgets: a board's storage and RAM are small, and
-/// a binary copied over a slow link on every change should be too.
-pub const BINARIES: &[BoardBinary] = &[
-    BoardBinary {
-        package: "xrunbench-player",
-        name: "xrun-player",
-        budget: 2_000_000,
-    },
-    BoardBinary {
-        package: "xrunbench-hackbench",
-        name: "xrun-hackbench",
-        budget: 1_000_000,
-    },
-    BoardBinary {
-        package: "xrunbench-trial",
-        name: "xrun-trial",
-        budget: 1_000_000,
-    },
-];
-
-/// The crates that run on the board (their unit tests run under qemu).
-pub const BOARD_CRATES: &[&str] = &[
-    "xrunbench-schema",
-    "xrunbench-wav",
-    "xrunbench-player",
-    "xrunbench-hackbench",
-    "xrunbench-trial",
-];
 
 /// Arguments of `cargo xtask board build`.
 #[derive(clap::Args, Debug)]
@@ -225,38 +185,6 @@ fn cargo_build(targets: &[(Arch, Option<PathBuf>)]) -> Result<PathBuf> {
     }
     run_checked(&mut cmd)?;
     Ok(target_dir())
-}
-
-/// The environment that cross-builds for `arch` against `sysroot`, for
-/// this target only: the linker (with the C cross compiler when `linker`),
-/// and pkg-config reading only the board's `.pc` files, with their paths
-/// inside the sysroot. Host build scripts see none of it.
-pub fn cross_env(arch: Arch, sysroot: &Path, linker: bool) -> Vec<(String, OsString)> {
-    let upper = arch.rust_target().to_uppercase().replace('-', "_");
-    let lower = arch.rust_target().replace('-', "_");
-    let pc = |dir: &str| sysroot.join(dir).join("pkgconfig");
-    let libdir = std::env::join_paths([
-        pc(&format!("usr/lib/{}", arch.gnu_triple())),
-        pc("usr/share"),
-    ])
-    .expect("sysroot paths hold no ':'");
-    let mut env = vec![
-        (format!("PKG_CONFIG_ALLOW_CROSS_{lower}"), "1".into()),
-        (format!("PKG_CONFIG_LIBDIR_{lower}"), libdir),
-        // Not the user's PKG_CONFIG_PATH: it names the host's .pc files.
-        (format!("PKG_CONFIG_PATH_{lower}"), OsString::new()),
-        (
-            format!("PKG_CONFIG_SYSROOT_DIR_{lower}"),
-            sysroot.as_os_str().to_owned(),
-        ),
-    ];
-    if linker {
-        env.push((
-            format!("CARGO_TARGET_{upper}_LINKER"),
-            format!("{}-gcc", arch.gnu_triple()).into(),
-        ));
-    }
-    env
 }
 
 /// Copies the binaries of `arch` from `from` to `dir` and reads them.

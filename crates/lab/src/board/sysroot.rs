@@ -17,6 +17,7 @@
 //! mixes two glibc builds — which is what made `-L /usr/aarch64-linux-gnu`
 //! spin at the first `fork()` on a machine with arm64 multiarch libraries.
 
+use std::ffi::OsString;
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -543,6 +544,38 @@ fn proxy_lines(dump: &str) -> String {
         })
         .map(|l| format!("{l}\n"))
         .collect()
+}
+
+/// The environment that cross-builds for `arch` against `sysroot`, for
+/// this target only: the linker (with the C cross compiler when `linker`),
+/// and pkg-config reading only the board's `.pc` files, with their paths
+/// inside the sysroot. Host build scripts see none of it.
+pub fn cross_env(arch: Arch, sysroot: &Path, linker: bool) -> Vec<(String, OsString)> {
+    let upper = arch.rust_target().to_uppercase().replace('-', "_");
+    let lower = arch.rust_target().replace('-', "_");
+    let pc = |dir: &str| sysroot.join(dir).join("pkgconfig");
+    let libdir = std::env::join_paths([
+        pc(&format!("usr/lib/{}", arch.gnu_triple())),
+        pc("usr/share"),
+    ])
+    .expect("sysroot paths hold no ':'");
+    let mut env = vec![
+        (format!("PKG_CONFIG_ALLOW_CROSS_{lower}"), "1".into()),
+        (format!("PKG_CONFIG_LIBDIR_{lower}"), libdir),
+        // Not the user's PKG_CONFIG_PATH: it names the host's .pc files.
+        (format!("PKG_CONFIG_PATH_{lower}"), OsString::new()),
+        (
+            format!("PKG_CONFIG_SYSROOT_DIR_{lower}"),
+            sysroot.as_os_str().to_owned(),
+        ),
+    ];
+    if linker {
+        env.push((
+            format!("CARGO_TARGET_{upper}_LINKER"),
+            format!("{}-gcc", arch.gnu_triple()).into(),
+        ));
+    }
+    env
 }
 
 #[cfg(test)]

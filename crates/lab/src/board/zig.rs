@@ -13,8 +13,9 @@ use std::process::Command;
 
 use anyhow::{Context, Result};
 
-use super::build::{cross_env, BINARIES};
 use super::elf::GlibcVersion;
+use super::sysroot::cross_env;
+use super::BINARIES;
 use crate::arch::Arch;
 use crate::util::{cargo, run_checked};
 

@@ -18,7 +18,7 @@ use anyhow::{bail, Context, Result};
 
 use super::cpio::{self, Entry};
 use crate::arch::Arch;
-use crate::board::build::BINARIES;
+use crate::board::BINARIES;
 
 /// The line the guest prints on its console once it is ready (its sshd
 /// up).
