@@ -585,12 +585,10 @@ mod tests {
         } else if rel == "xtask/src/qemu_user.rs" {
             // The emulator runs only in the suite's board stage.
             vec![&TEST]
-        } else if rel.starts_with("crates/host/src/board/")
-            && rel != "crates/host/src/board/check.rs"
-        {
+        } else if rel.starts_with("crates/lab/src/board/") {
             // `board build`, which the suite's board stage runs too.
             vec![&BOARD_BUILD, &TEST]
-        } else if rel == "crates/host/src/lab/cpio.rs" {
+        } else if rel == "crates/lab/src/lab/cpio.rs" {
             // cpio reads the archive back in the writer's test only.
             vec![&TEST]
         } else if rel == "xtask/src/test.rs" {
@@ -599,11 +597,11 @@ mod tests {
         } else if rel == "xtask/src/session_dirs.rs" {
             // aplay shows, in its test, where ALSA's pulse plugin writes.
             vec![&TEST]
-        } else if rel == "crates/host/src/lab/source.rs" {
+        } else if rel == "crates/lab/src/lab/source.rs" {
             // The lab's kernel tree: `lab source`, which the suite's
             // kernel bisection runs too.
             vec![&LAB_SOURCE, &TEST]
-        } else if rel.starts_with("crates/host/src/lab/") {
+        } else if rel.starts_with("crates/lab/src/lab/") {
             // The lab boots guests for runs on it and for the suite.
             vec![&RUN_VM, &TEST]
         } else if rel.starts_with("crates/host/src/target/ssh")
@@ -623,7 +621,12 @@ mod tests {
         } else if rel.starts_with("crates/programs/") {
             // The table itself: it starts nothing.
             vec![]
-        } else if rel.starts_with("crates/host/") {
+        } else if rel.starts_with("crates/host/")
+            || rel.starts_with("crates/scenario/")
+            || rel.starts_with("crates/analysis/")
+            || rel.starts_with("crates/lava/")
+            || rel.starts_with("crates/paths/")
+        {
             // Tables, plots, results, LAVA files: they spawn nothing.
             vec![]
         } else if rel.starts_with("crates/") {
