@@ -20,10 +20,21 @@ use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
 
-/// The test binaries whose tests boot guests under QEMU, in the order
-/// their lane runs them: the real-kernel bisections last (by then the
-/// kernel trees they need have been built, and the other lane is done).
-pub const GUEST_TESTS: [&str; 3] = ["vm_lab", "lava_lab", LAST_GUEST_TEST];
+/// The test binaries of the guests' lane, in the order it runs them: those
+/// that boot guests under QEMU; test-support's own tests, whose LAVA lab
+/// must not share the machine with `lava_lab`'s (one lab at a time: in one
+/// lane neither waits on the other's lock); the installed binary's, a
+/// whole build, where this lane has time to spare before the bisections
+/// (it waits for the other lane anyway); and the real-kernel bisections
+/// last (by then the kernel trees they need have been built, and the
+/// other lane is done).
+pub const GUEST_TESTS: [&str; 5] = [
+    "vm_lab",
+    "xrunbench_test_support",
+    "lava_lab",
+    "installed_binary",
+    LAST_GUEST_TEST,
+];
 
 /// The guests' test that runs last, after the board stage: the real-kernel
 /// bisections (x86_64, then aarch64), whose verdicts need their guest

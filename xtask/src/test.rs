@@ -846,7 +846,8 @@ fn home_of(var: &str, default: &str) -> Result<std::path::PathBuf> {
 }
 
 /// `board build --glibc` for `arch` with `HOME` an empty directory of its
-/// own (cargo's and rustup's homes kept where they are): fails if anything
+/// own (cargo's and rustup's homes and the project's cache kept where they
+/// are): fails if anything
 /// it ran (pip, zig, cargo-zigbuild) wrote there, which on a user's
 /// machine would have gone into their home.
 fn build_with_a_home_of_its_own(
@@ -861,6 +862,7 @@ fn build_with_a_home_of_its_own(
         .arg(format!("--glibc={glibc}"))
         .env("CARGO_HOME", home_of("CARGO_HOME", ".cargo")?)
         .env("RUSTUP_HOME", home_of("RUSTUP_HOME", ".rustup")?)
+        .env(xrunbench_paths::CACHE_VAR, xrunbench_paths::cache_dir())
         .env("HOME", &home);
     run_checked(&mut cmd)?;
     let written: Vec<_> = std::fs::read_dir(&home)?

@@ -1,8 +1,10 @@
-//! xrunbench on the host: everything a user runs from the machine that
-//! drives the trials — scenarios and their plan, targets (this machine, a
-//! board over SSH, a kernel booted in the VM lab), run directories,
-//! mmtests-style tables, plots, gates, JUnit, LAVA, bisect and bisect-run,
-//! board build and check, restore.
+//! xrunbench's command layer: the verbs a user runs from the machine that
+//! drives the trials, and what only they need — `run` and `restore`, the
+//! targets trials run on (this machine, a board over SSH, a kernel booted
+//! in the VM lab), `bisect` and `bisect-run`, `board check`. It chooses
+//! between a board and a LAVA lab. The scenario, the analysis of runs,
+//! LAVA and the lab are crates of their own below it
+//! (docs/dev/architecture.md).
 //!
 //! Two binaries drive it: `xrunbench` (this crate's, for users: `cargo
 //! install --path crates/host`) and `cargo xtask`, the project's

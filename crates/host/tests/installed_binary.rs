@@ -48,6 +48,8 @@ fn the_installed_binary_runs_a_scenario_after_its_checkout_is_gone() {
     // a member's build after its place in the workspace, so a copy's build
     // in the suite's directory would pass for the checkout's own.
     let target = target_dir().join("installed-binary");
+    // The quickest build that is still cargo's own install: nothing to
+    // share with the suite's builds, so unoptimised and without debug info.
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let installed = Command::new(&cargo)
         .args(["install", "--quiet", "--debug", "--locked", "--path"])
@@ -56,6 +58,9 @@ fn the_installed_binary_runs_a_scenario_after_its_checkout_is_gone() {
         .arg(&root)
         .env("CARGO_NET_OFFLINE", "true")
         .env("CARGO_TARGET_DIR", &target)
+        .env("CARGO_PROFILE_DEV_OPT_LEVEL", "0")
+        .env("CARGO_PROFILE_DEV_DEBUG", "0")
+        .env("CARGO_INCREMENTAL", "0")
         .status()
         .expect("cargo runs");
     assert!(installed.success(), "cargo install failed");
@@ -75,7 +80,7 @@ fn the_installed_binary_runs_a_scenario_after_its_checkout_is_gone() {
         .env("CARGO_NET_OFFLINE", "true")
         .env("CARGO_TARGET_DIR", &target)
         .env("CARGO_PROFILE_RELEASE_LTO", "false")
-        .env("CARGO_PROFILE_RELEASE_CODEGEN_UNITS", "16")
+        .env("CARGO_PROFILE_RELEASE_CODEGEN_UNITS", "256")
         .env("CARGO_PROFILE_RELEASE_OPT_LEVEL", "1")
         .output()
         .unwrap();

@@ -37,19 +37,28 @@ pub fn built_in_place() -> bool {
 }
 
 /// The cache of what xrunbench fetches and makes once (kernels, kernel
-/// trees, sysroots, LAVA): `$XDG_CACHE_HOME/xrunbench`, by default
+/// trees, sysroots, LAVA): `$XRUNBENCH_CACHE` when set (as `CARGO_HOME`
+/// moves cargo's), else `$XDG_CACHE_HOME/xrunbench`, by default
 /// `~/.cache/xrunbench`, as the XDG base directories say.
 pub fn cache_dir() -> PathBuf {
-    cache_dir_from(
-        std::env::var_os("XDG_CACHE_HOME").map(PathBuf::from),
-        std::env::var_os("HOME").map(PathBuf::from),
-    )
+    let var = |name: &str| std::env::var_os(name).map(PathBuf::from);
+    cache_dir_from(var(CACHE_VAR), var("XDG_CACHE_HOME"), var("HOME"))
 }
 
-/// [`cache_dir`] from the two variables: a relative `XDG_CACHE_HOME` is
-/// ignored, as the specification asks; with no home either, the
+/// The variable that puts the cache somewhere of its own.
+pub const CACHE_VAR: &str = "XRUNBENCH_CACHE";
+
+/// [`cache_dir`] from the three variables: a relative one is ignored (the
+/// XDG specification asks so of its own); with no home either, the
 /// machine's temporary directory.
-fn cache_dir_from(xdg_cache_home: Option<PathBuf>, home: Option<PathBuf>) -> PathBuf {
+fn cache_dir_from(
+    own: Option<PathBuf>,
+    xdg_cache_home: Option<PathBuf>,
+    home: Option<PathBuf>,
+) -> PathBuf {
+    if let Some(own) = own.filter(|p| p.is_absolute()) {
+        return own;
+    }
     let base = xdg_cache_home
         .filter(|p| p.is_absolute())
         .or_else(|| home.filter(|h| h.is_absolute()).map(|h| h.join(".cache")))
@@ -62,9 +71,9 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_cache_follows_xdg_then_home() {
+    fn the_cache_follows_its_own_variable_then_xdg_then_home() {
         let at = |x: Option<&str>, h: Option<&str>| {
-            cache_dir_from(x.map(PathBuf::from), h.map(PathBuf::from))
+            cache_dir_from(None, x.map(PathBuf::from), h.map(PathBuf::from))
         };
         assert_eq!(
             at(Some("/x/cache"), Some("/home/u")),
@@ -76,6 +85,9 @@ mod tests {
         );
         assert_eq!(at(None, Some("/root")), Path::new("/root/.cache/xrunbench"));
         assert_eq!(at(None, None), std::env::temp_dir().join("xrunbench"));
+        let own = |o: &str| cache_dir_from(Some(o.into()), Some("/x".into()), Some("/h".into()));
+        assert_eq!(own("/c/own"), Path::new("/c/own"));
+        assert_eq!(own("rel"), Path::new("/x/xrunbench"));
     }
 
     #[test]

@@ -1016,9 +1016,11 @@ mod tests {
             Path::new(PG_BIN).join("initdb").is_file(),
             "PostgreSQL 15 not installed (postgresql-15; cargo xtask test installs it)"
         );
-        let had_run_dir = Path::new(LAVA_RUN_DIR).exists();
         let lab = LavaLab::start(&[LabDevice::qemu("qemu01"), LabDevice::qemu("qemu02")])
             .unwrap_or_else(|e| panic!("{e}"));
+        // What the machine had, as the lab found it under its lock (another
+        // lab, in another test binary, may be up until then).
+        let had_run_dir = !lab.made_lava_run_dir;
         let devices = http_get(&format!("{}api/v0.2/devices/", lab.url())).unwrap();
         for name in ["qemu01", "qemu02"] {
             assert!(
@@ -1037,6 +1039,9 @@ mod tests {
             .collect();
         assert!(left.is_empty(), "left running: {left:?}");
         assert!(!dir.exists(), "{} left", dir.display());
+        // Under the lock again: no other lab is between its start and its
+        // end, so the run directory is as every lab leaves it.
+        let _no_lab = take_lab_lock().unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(Path::new(LAVA_RUN_DIR).exists(), had_run_dir);
     }
 }
