@@ -52,7 +52,7 @@ pub struct Scenario {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub target: Option<SshTarget>,
     /// `[target] trial_timeout` alone: this machine's trial timeout
-    /// (`None`: [`default_trial_timeout`]); a board's is its target's.
+    /// (`None`: [`crate::target::default_trial_timeout`]); a board's is its target's.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub local_trial_timeout: Option<Span>,
     /// `[target] lava` resolved: the trials run as the lab's jobs. Not

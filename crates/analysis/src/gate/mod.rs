@@ -6,7 +6,7 @@
 //! - a **limit** (`{ max = 0 }`, `{ min = 2.5, of = "median" }`): a
 //!   statistic of the configuration's trials against a fixed value. A
 //!   board judges these alone (`xrun-trial summarize`); the host judges
-//!   them the same way ([`LimitGate`] is shared);
+//!   them the same way ([`xrunbench_schema::gate::LimitGate`] is shared);
 //! - **against the baseline** (`{ worse_than_baseline = false }`,
 //!   `{ worse_by_percent = 10 }`): the configuration's trials against the
 //!   first configuration's with the comparison table's significance test

@@ -426,33 +426,26 @@ fn run_on_lab(
     gates: &[xrunbench_analysis::gate::Gate],
     results_root: &Path,
 ) -> Result<ExitCode> {
-    if let Err(refused) = lab_run_checks(args, scenario) {
+    let refused = lab_refusals(args, scenario);
+    if !refused.is_empty() {
         return Ok(bad_input(&refused));
     }
     let label = args.label.as_deref();
     xrunbench_lava::submit::run(lab, file, scenario, gates, label, results_root)
 }
 
-/// What a LAVA lab's run refuses before any job is submitted: a second
+/// What a LAVA lab's run refuses before any job is submitted (none: it
+/// may go): a second
 /// place to run, the options a lab does not take, and what its boards'
 /// kernels cannot do.
-fn lab_run_checks(args: &RunArgs, scenario: &Scenario) -> Result<(), Vec<String>> {
+fn lab_refusals(args: &RunArgs, scenario: &Scenario) -> Vec<String> {
     if let Some(t) = &args.target.target {
-        return Err(vec![format!(
-            "--lava and --target {t}: give one place to run"
-        )]);
+        return vec![format!("--lava and --target {t}: give one place to run")];
     }
     if args.dry_run || !args.only.is_empty() {
-        return Err(vec![
-            "a lab run (--lava, [target] lava) takes no --dry-run or --only".into(),
-        ]);
+        return vec!["a lab run (--lava, [target] lava) takes no --dry-run or --only".into()];
     }
-    let refused = validate::boot_checks(scenario, true);
-    if refused.is_empty() {
-        Ok(())
-    } else {
-        Err(refused)
-    }
+    validate::boot_checks(scenario, true)
 }
 
 fn bad_input(lines: &[String]) -> ExitCode {
